@@ -1,0 +1,55 @@
+// swift-tools-version:6.0
+// Moonbase: one Swift binary, a Parse-compatible backend over SQLite with Lua Cloud Code.
+// Layout follows ../shared/STYLE.md §2: each C library sits behind exactly one Swift module.
+import PackageDescription
+
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "moonbase",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "moonbase", targets: ["moonbase"]),
+    ],
+    targets: [
+        // System libraries (Debian -dev packages through pkg-config).
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLua", pkgConfig: "lua5.4", providers: [.apt(["liblua5.4-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+
+        // Our C targets.
+        .target(name: "CJSON"),
+        .target(name: "CLuaBridge", dependencies: ["CLua", "CJSON"]),
+
+        // Swift modules, leaves first.
+        .target(name: "MoonbaseCore", swiftSettings: swiftSettings),
+        .target(name: "MoonbaseJSON", dependencies: ["MoonbaseCore", "CJSON"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "CSQLite"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseCrypto", dependencies: ["MoonbaseCore", "CSodium"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseAuth", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseCrypto"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseLua", dependencies: ["MoonbaseCore", "MoonbaseJSON", "CLuaBridge"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseCron", dependencies: ["MoonbaseCore"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseQuota", dependencies: ["MoonbaseCore"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD"], swiftSettings: swiftSettings),
+        .target(
+            name: "MoonbaseAPI",
+            dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseAuth", "MoonbaseLua",
+                           "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto"],
+            swiftSettings: swiftSettings),
+        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI"], swiftSettings: swiftSettings),
+        .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
+
+        // Tests: one target per module.
+        .testTarget(name: "MoonbaseJSONTests", dependencies: ["MoonbaseJSON"]),
+        .testTarget(name: "MoonbaseStoreTests", dependencies: ["MoonbaseStore", "MoonbaseSQLite"]),
+        .testTarget(name: "MoonbaseLuaTests", dependencies: ["MoonbaseLua"]),
+        .testTarget(name: "MoonbaseCronTests", dependencies: ["MoonbaseCron"]),
+        .testTarget(name: "MoonbaseQuotaTests", dependencies: ["MoonbaseQuota"]),
+        .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
+        .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
+    ]
+)

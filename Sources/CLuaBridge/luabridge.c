@@ -1,0 +1,2 @@
+#include "luabridge.h"
+#include <lua.h>

@@ -1,0 +1,1 @@
+// MoonbaseAuth: see Package.swift and STYLE.md §2 for this module's role.

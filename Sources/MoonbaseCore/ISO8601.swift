@@ -1,0 +1,129 @@
+/// ISO-8601 UTC instants with milliseconds (`2026-11-29T20:23:45.678Z`), without Foundation.
+///
+/// Parse's Date encoding and every date in our responses use this one format (DESIGN §10), so
+/// stored dates compare correctly as text.
+public enum ISO8601 {
+    /// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+    public static func format(millis: Int64) -> String {
+        var ms = millis % 1000
+        var secs = millis / 1000
+        if ms < 0 { ms += 1000; secs -= 1 }
+        var days = secs / 86400
+        var rem = secs % 86400
+        if rem < 0 { rem += 86400; days -= 1 }
+        let (y, m, d) = civil(fromDays: days)
+        let hh = rem / 3600, mm = (rem % 3600) / 60, ss = rem % 60
+        var out = [UInt8]()
+        out.reserveCapacity(24)
+        func put(_ v: Int64, _ width: Int) {
+            var digits = [UInt8](repeating: 48, count: width)
+            var x = v
+            var i = width - 1
+            while i >= 0 { digits[i] = UInt8(48 + x % 10); x /= 10; i -= 1 }
+            out.append(contentsOf: digits)
+        }
+        put(y, 4); out.append(45); put(m, 2); out.append(45); put(d, 2); out.append(84)
+        put(hh, 2); out.append(58); put(mm, 2); out.append(58); put(ss, 2); out.append(46); put(ms, 3); out.append(90)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Parses `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS[.fff…]]` with `Z` or `±HH:MM`, or without a zone (UTC).
+    /// Returns milliseconds since the epoch, or nil when the text is not such a date.
+    public static func parse(_ text: String) -> Int64? {
+        let b = Array(text.utf8)
+        var i = 0
+        func num(_ n: Int) -> Int64? {
+            guard i + n <= b.count else { return nil }
+            var v: Int64 = 0
+            for k in 0..<n {
+                let c = b[i + k]
+                guard c >= 48 && c <= 57 else { return nil }
+                v = v * 10 + Int64(c - 48)
+            }
+            i += n
+            return v
+        }
+        func expect(_ c: UInt8) -> Bool {
+            guard i < b.count, b[i] == c else { return false }
+            i += 1
+            return true
+        }
+        guard let y = num(4), expect(45), let mo = num(2), expect(45), let d = num(2) else { return nil }
+        guard mo >= 1 && mo <= 12 && d >= 1 && d <= daysIn(month: mo, year: y) else { return nil }
+        var hh: Int64 = 0, mi: Int64 = 0, ss: Int64 = 0, ms: Int64 = 0, offset: Int64 = 0
+        if i < b.count {
+            guard b[i] == 84 || b[i] == 116 || b[i] == 32 else { return nil }
+            i += 1
+            guard let h = num(2), expect(58), let m = num(2) else { return nil }
+            hh = h; mi = m
+            if i < b.count && b[i] == 58 {
+                i += 1
+                guard let s = num(2) else { return nil }
+                ss = s
+                if i < b.count && b[i] == 46 {
+                    i += 1
+                    var digits = 0
+                    var frac: Int64 = 0
+                    while i < b.count, b[i] >= 48 && b[i] <= 57 {
+                        if digits < 3 { frac = frac * 10 + Int64(b[i] - 48) }
+                        digits += 1
+                        i += 1
+                    }
+                    guard digits > 0 else { return nil }
+                    for _ in digits..<3 where digits < 3 { frac *= 10 }
+                    ms = frac
+                }
+            }
+            guard hh < 24 && mi < 60 && ss < 61 else { return nil }
+            if i < b.count {
+                if b[i] == 90 || b[i] == 122 {
+                    i += 1
+                } else if b[i] == 43 || b[i] == 45 {
+                    let sign: Int64 = b[i] == 45 ? -1 : 1
+                    i += 1
+                    guard let oh = num(2) else { return nil }
+                    _ = expect(58)
+                    guard let om = num(2) else { return nil }
+                    offset = sign * (oh * 60 + om) * 60_000
+                } else {
+                    return nil
+                }
+            }
+        }
+        guard i == b.count else { return nil }
+        let days = self.days(fromCivil: y, mo, d)
+        return ((days * 86400 + hh * 3600 + mi * 60 + ss) * 1000 + ms) - offset
+    }
+
+    static func daysIn(month m: Int64, year y: Int64) -> Int64 {
+        switch m {
+        case 2: return (y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)) ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Howard Hinnant's `days_from_civil`.
+    public static func days(fromCivil y0: Int64, _ m: Int64, _ d: Int64) -> Int64 {
+        let y = m <= 2 ? y0 - 1 : y0
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146097 + doe - 719468
+    }
+
+    /// Howard Hinnant's `civil_from_days`.
+    public static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {
+        let z = z0 + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let y = yoe + era * 400
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (m <= 2 ? y + 1 : y, m, d)
+    }
+}

@@ -1,0 +1,103 @@
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Log output format (`--log-format text|json`).
+public enum LogFormat: String, Sendable {
+    case text, json
+}
+
+public enum LogLevel: Int, Sendable, Comparable {
+    case debug = 0, info, warn, error
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+    public var name: String {
+        switch self {
+        case .debug: return "debug"
+        case .info: return "info"
+        case .warn: return "warn"
+        case .error: return "error"
+        }
+    }
+}
+
+/// The host log: one line per event on stderr, each with the request id when there is one.
+///
+/// Thread-safety: the configuration is atomic; each line is written with one `write(2)` so lines
+/// from different threads never interleave.
+public enum Log {
+    private static let formatRaw = Atomic<Int>(0)  // 0 text, 1 json
+    private static let minLevel = Atomic<Int>(LogLevel.info.rawValue)
+
+    public static func configure(format: LogFormat, level: LogLevel = .info) {
+        formatRaw.store(format == .json ? 1 : 0, ordering: .relaxed)
+        minLevel.store(level.rawValue, ordering: .relaxed)
+    }
+
+    public static func enabled(_ level: LogLevel) -> Bool {
+        level.rawValue >= minLevel.load(ordering: .relaxed)
+    }
+
+    public static func debug(_ msg: @autoclosure () -> String, requestId: String? = nil, fields: [(String, String)] = []) {
+        if enabled(.debug) { emit(.debug, msg(), requestId: requestId, fields: fields) }
+    }
+    public static func info(_ msg: @autoclosure () -> String, requestId: String? = nil, fields: [(String, String)] = []) {
+        if enabled(.info) { emit(.info, msg(), requestId: requestId, fields: fields) }
+    }
+    public static func warn(_ msg: @autoclosure () -> String, requestId: String? = nil, fields: [(String, String)] = []) {
+        if enabled(.warn) { emit(.warn, msg(), requestId: requestId, fields: fields) }
+    }
+    public static func error(_ msg: @autoclosure () -> String, requestId: String? = nil, fields: [(String, String)] = []) {
+        if enabled(.error) { emit(.error, msg(), requestId: requestId, fields: fields) }
+    }
+
+    public static func emit(_ level: LogLevel, _ msg: String, requestId: String?, fields: [(String, String)]) {
+        let ts = ISO8601.format(millis: SystemClock().nowMillis())
+        var line: String
+        if formatRaw.load(ordering: .relaxed) == 1 {
+            line = "{\"time\":\"\(ts)\",\"level\":\"\(level.name)\""
+            if let requestId { line += ",\"requestId\":\(jsonQuote(requestId))" }
+            line += ",\"msg\":\(jsonQuote(msg))"
+            for (k, v) in fields { line += ",\(jsonQuote(k)):\(jsonQuote(v))" }
+            line += "}\n"
+        } else {
+            line = "\(ts) \(level.name.uppercased())"
+            if let requestId { line += " [\(requestId)]" }
+            line += " \(msg)"
+            for (k, v) in fields { line += " \(k)=\(v)" }
+            line += "\n"
+        }
+        var l = line
+        l.withUTF8 { buf in
+            var off = 0
+            while off < buf.count {
+                let n = write(2, buf.baseAddress! + off, buf.count - off)
+                if n <= 0 { break }
+                off += n
+            }
+        }
+    }
+
+    /// Minimal JSON string quoting for log lines (the hot-path codec lives in MoonbaseJSON).
+    public static func jsonQuote(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 {
+                    let hex = String(u.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

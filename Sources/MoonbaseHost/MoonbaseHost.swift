@@ -1,0 +1,1 @@
+// MoonbaseHost: see Package.swift and STYLE.md §2 for this module's role.

@@ -1,0 +1,1 @@
+// MoonbaseLua: see Package.swift and STYLE.md §2 for this module's role.

@@ -1,0 +1,1 @@
+// MoonbaseSQLite: see Package.swift and STYLE.md §2 for this module's role.

@@ -1,0 +1,1 @@
+// MoonbaseStore: see Package.swift and STYLE.md §2 for this module's role.

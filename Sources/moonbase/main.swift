@@ -1,0 +1,2 @@
+import MoonbaseHost
+print("moonbase")
