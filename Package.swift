@@ -49,6 +49,7 @@ let package = Package(
         .testTarget(name: "MoonbaseLuaTests", dependencies: ["MoonbaseLua"]),
         .testTarget(name: "MoonbaseCronTests", dependencies: ["MoonbaseCron"]),
         .testTarget(name: "MoonbaseQuotaTests", dependencies: ["MoonbaseQuota"]),
+        .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCrypto"]),
         .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
         .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
     ]
