@@ -1,0 +1,153 @@
+import CSQLite
+import MoonbaseCore
+
+/// One SQLite connection (`sqlite3*`), opened in multi-thread mode (`SQLITE_OPEN_NOMUTEX`).
+///
+/// Thread-confined: SQLite's multi-thread mode lets different connections be used on different
+/// threads at once but a connection by one thread at a time (https://sqlite.org/threadsafe.html),
+/// so `Database` hands each thread its own reader and serialises the writer. Statements are
+/// cached per connection by SQL text. Every connection has the `regexp` and `geo_distance`
+/// functions (`Connection+Functions.swift`) and the database's registered `SQLFunction`s.
+public final class Connection {
+    /// Settings applied at open.
+    public struct Options: Sendable {
+        /// Page cache in KiB (`PRAGMA cache_size=-N`). Small: one reader per worker thread must
+        /// fit the 60 MB RssAnon budget; mmap'd file pages do not count as private memory.
+        public var cacheSizeKiB: Int = 4096
+        /// `PRAGMA mmap_size` in bytes (file-backed, not anonymous memory).
+        public var mmapSize: Int = 128 << 20
+        public var busyTimeoutMillis: Int32 = 5000
+        /// Opens with `PRAGMA query_only=1`.
+        public var readOnly = false
+        public init() {}
+    }
+
+    let handle: OpaquePointer
+    /// Path of the database file.
+    public let path: String
+    private var cache: [String: Statement] = [:]
+    private var isClosed = false
+    /// Statement cache bound: dynamic query SQL must not grow it without limit.
+    static let maxCachedStatements = 256
+
+    /// Opens (creating if needed) the database at `path` and applies the pragmas of DESIGN §3.
+    /// - Throws: `ParseError` 1 when the file cannot be opened.
+    public init(path: String, options: Options = Options(), functions: [SQLFunction] = []) throws(ParseError) {
+        var db: OpaquePointer?
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let msg = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(db)
+            throw SQLiteError(code: rc, message: msg, sql: nil).parseError
+        }
+        self.handle = db
+        self.path = path
+        sqlite3_extended_result_codes(db, 1)
+        sqlite3_busy_timeout(db, options.busyTimeoutMillis)
+        do {
+            try execute("""
+                PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;
+                PRAGMA temp_store=MEMORY; PRAGMA secure_delete=OFF;
+                PRAGMA cache_size=-\(options.cacheSizeKiB); PRAGMA mmap_size=\(options.mmapSize);
+                """)
+            if options.readOnly { try execute("PRAGMA query_only=1") }
+            try installBuiltinFunctions()
+            for f in functions { try install(f) }
+        } catch {
+            sqlite3_close_v2(db)
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// Finalizes cached statements and closes the handle (idempotent). The connection must not
+    /// be in use on another thread.
+    public func close() {
+        if isClosed { return }
+        isClosed = true
+        cache.removeAll()
+        sqlite3_close_v2(handle)
+    }
+
+    public var closed: Bool { isClosed }
+
+    static func error(_ db: OpaquePointer, _ rc: Int32, sql: String?) -> SQLiteError {
+        let ext = sqlite3_extended_errcode(db)
+        let msg = String(cString: sqlite3_errmsg(db))
+        return SQLiteError(code: ext != 0 ? ext : rc, message: msg, sql: sql)
+    }
+
+    // MARK: Statements
+
+    /// Runs a script of one or more statements without parameters (DDL, pragmas).
+    /// Never pass request data here: it is for SQL built from validated names only.
+    public func execute(_ sql: String) throws(ParseError) {
+        var err: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &err)
+        if rc != SQLITE_OK {
+            let msg = err.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(err)
+            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: msg, sql: sql).parseError
+        }
+    }
+
+    /// Runs `body` with the cached statement for `sql` (prepared once, `PERSISTENT`), then resets
+    /// it. A re-entrant use of the same SQL gets a temporary statement.
+    public func withStatement<R>(_ sql: String, _ body: (Statement) throws(ParseError) -> R) throws(ParseError) -> R {
+        let stmt: Statement
+        if let s = cache[sql], !s.inUse {
+            stmt = s
+        } else if cache[sql] == nil {
+            stmt = try Statement(db: handle, sql: sql, persistent: true)
+            if cache.count >= Self.maxCachedStatements {
+                if let victim = cache.first(where: { !$0.value.inUse })?.key { cache.removeValue(forKey: victim) }
+            }
+            cache[sql] = stmt
+        } else {
+            stmt = try Statement(db: handle, sql: sql, persistent: false)
+        }
+        stmt.inUse = true
+        defer {
+            stmt.reset()
+            stmt.inUse = false
+        }
+        return try body(stmt)
+    }
+
+    /// Runs one statement to completion with `binds`; returns the number of rows changed.
+    @discardableResult
+    public func run(_ sql: String, _ binds: [SQLiteValue] = []) throws(ParseError) -> Int {
+        try withStatement(sql) { (s) throws(ParseError) -> Int in
+            try s.bind(binds)
+            while try s.step() {}
+            return Int(sqlite3_changes(handle))
+        }
+    }
+
+    /// Runs a query, calling `row` for each result row.
+    public func query(_ sql: String, _ binds: [SQLiteValue] = [], row: (Statement) throws(ParseError) -> Void) throws(ParseError) {
+        try withStatement(sql) { (s) throws(ParseError) in
+            try s.bind(binds)
+            while try s.step() { try row(s) }
+        }
+    }
+
+    /// The first column of the first row, or nil when there is no row.
+    public func scalar(_ sql: String, _ binds: [SQLiteValue] = []) throws(ParseError) -> SQLiteValue? {
+        try withStatement(sql) { (s) throws(ParseError) -> SQLiteValue? in
+            try s.bind(binds)
+            return try s.step() ? s.value(0) : nil
+        }
+    }
+
+    /// Rows changed by the last INSERT/UPDATE/DELETE.
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+    /// Rowid of the last successful INSERT.
+    public var lastInsertRowid: Int64 { sqlite3_last_insert_rowid(handle) }
+    /// False while a transaction is open on this connection.
+    public var isAutocommit: Bool { sqlite3_get_autocommit(handle) != 0 }
+    /// Number of statements in the cache (tests).
+    public var cachedStatementCount: Int { cache.count }
+}

@@ -1,0 +1,186 @@
+import CSQLite
+import MoonbaseCore
+import Synchronization
+
+/// The SQLite database of a Moonbase host: one serialised writer connection plus one read
+/// connection per thread (WAL lets readers run while the writer writes).
+///
+/// Thread-safety: `Sendable`. `write` serialises callers on a mutex; a nested `write` on a
+/// thread that already holds the writer joins its transaction through a savepoint, so Cloud Code
+/// triggers calling `db.*` inside a write never deadlock. `read` uses the calling thread's own
+/// read connection, or the writer connection when the thread is inside a write (so reads see the
+/// transaction's own changes).
+///
+/// ```swift
+/// let db = try Database(path: "data/moonbase.sqlite")
+/// let n = try db.write { tx throws(ParseError) in try tx.connection.run("DELETE FROM t WHERE x = ?", [.integer(1)]) }
+/// let count = try db.read { c throws(ParseError) in try c.scalar("SELECT count(*) FROM t") }
+/// ```
+public final class Database: Sendable {
+    /// Tuning for the connections of a database.
+    public struct Options: Sendable {
+        public var writer = Connection.Options()
+        public var reader = Connection.Options()
+        /// How long `write` waits for the writer before answering "database busy".
+        public var writeLockTimeoutMillis = 30_000
+        public init() {
+            writer.cacheSizeKiB = 8192
+            reader.cacheSizeKiB = 4096
+            reader.readOnly = true
+        }
+    }
+
+    /// Path of the database file.
+    public let path: String
+    public let options: Options
+    let serial: Int
+    private let lock = WriterLock()
+    private let writerBox: WriterBox
+    private let functions = Mutex<[SQLFunction]>([])
+    private let readerRegistry = Mutex<[ReaderRef]>([])
+    private let isClosed = Atomic<Bool>(false)
+    private let contextSlot = Mutex<(any AnyObject & Sendable)?>(nil)
+
+    private static let serials = Atomic<Int>(0)
+
+    /// Opens the database (creating the file), sets WAL and the pragmas, and creates the
+    /// internal tables (`Migrator`).
+    /// - Throws: `ParseError` 1 when the file cannot be opened or migrated.
+    public init(path: String, options: Options = Options()) throws(ParseError) {
+        self.path = path
+        self.options = options
+        self.serial = Database.serials.add(1, ordering: .relaxed).newValue
+        let writer = try Connection(path: path, options: options.writer)
+        try Migrator.migrate(writer)
+        self.writerBox = WriterBox(writer)
+    }
+
+    deinit { close() }
+
+    /// A slot for the layer above (MoonbaseStore keeps its schema catalog and clock here), so
+    /// its extensions on `WriteTransaction` reach them through `tx.database`.
+    public var context: (any AnyObject & Sendable)? {
+        get { contextSlot.withLock { $0 } }
+        set { contextSlot.withLock { $0 = newValue } }
+    }
+
+    /// Installs a Swift SQL function on the writer now and on every read connection opened
+    /// afterwards. Register functions at start-up, before the first read.
+    public func register(_ f: SQLFunction) throws(ParseError) {
+        functions.withLock { $0.append(f) }
+        try write { (tx) throws(ParseError) in try tx.connection.install(f) }
+    }
+
+    // MARK: Writing
+
+    /// Runs `body` in a write transaction (`BEGIN IMMEDIATE … COMMIT`, `ROLLBACK` on a thrown
+    /// error). Nested on a thread already writing: joins the open transaction in a savepoint.
+    /// - Throws: the body's error, or `ParseError` 1 "database busy" after
+    ///   `writeLockTimeoutMillis`, or the commit failure.
+    public func write<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
+        let state = ThreadDatabaseState.current.value
+        if let tx = state.transaction(for: serial) { return try tx.nested(body) }
+        guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
+        guard lock.lock(timeoutMillis: options.writeLockTimeoutMillis) else {
+            throw ParseError(.internalError, "database busy", underlying: "writer lock wait timed out")
+        }
+        defer { lock.unlock() }
+        let conn = writerBox.connection
+        let tx = WriteTransaction(connection: conn, database: self)
+        state.transactions.append((serial, tx))
+        defer { state.transactions.removeAll { $0.db == serial } }
+        try conn.run("BEGIN IMMEDIATE")
+        do {
+            let result = try body(tx)
+            try conn.run("COMMIT")
+            tx.runCommitHooks()
+            return result
+        } catch {
+            if !conn.isAutocommit { _ = try? conn.run("ROLLBACK") }
+            throw error
+        }
+    }
+
+    /// The write transaction the calling thread holds on this database, if any.
+    public var currentTransaction: WriteTransaction? {
+        ThreadDatabaseState.current.existing?.transaction(for: serial)
+    }
+
+    // MARK: Reading
+
+    /// Runs `body` with this thread's read connection (opened on first use), or with the
+    /// writer connection when this thread is inside `write`.
+    public func read<T>(_ body: (Connection) throws(ParseError) -> T) throws(ParseError) -> T {
+        let state = ThreadDatabaseState.current.value
+        if let tx = state.transaction(for: serial) { return try body(tx.connection) }
+        if let conn = state.reader(for: serial), !conn.closed { return try body(conn) }
+        guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
+        state.pruneClosedReaders()
+        let conn = try Connection(path: path, options: options.reader, functions: functions.withLock { $0 })
+        state.readers.append((serial, conn))
+        readerRegistry.withLock { regs in
+            regs.removeAll { $0.connection == nil }
+            regs.append(ReaderRef(conn))
+        }
+        return try body(conn)
+    }
+
+    // MARK: Maintenance
+
+    /// Checkpoints the WAL into the main file and truncates it (`PRAGMA wal_checkpoint(TRUNCATE)`).
+    public func checkpoint() throws(ParseError) {
+        guard lock.lock(timeoutMillis: options.writeLockTimeoutMillis) else {
+            throw ParseError(.internalError, "database busy")
+        }
+        defer { lock.unlock() }
+        try writerBox.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    /// Copies the whole database to `destination` with SQLite's online backup API
+    /// (https://sqlite.org/backup.html); writers may continue meanwhile.
+    public func backup(to destination: String) throws(ParseError) {
+        let source = try Connection(path: path, options: options.reader)
+        let dest = try Connection(path: destination, options: Connection.Options())
+        guard let b = sqlite3_backup_init(dest.handle, "main", source.handle, "main") else {
+            throw Connection.error(dest.handle, sqlite3_errcode(dest.handle), sql: nil).parseError
+        }
+        var rc: Int32
+        repeat {
+            rc = sqlite3_backup_step(b, -1)
+            if rc == SQLITE_BUSY || rc == SQLITE_LOCKED { sqlite3_sleep(10) }
+        } while rc == SQLITE_OK || rc == SQLITE_BUSY || rc == SQLITE_LOCKED
+        sqlite3_backup_finish(b)
+        guard rc == SQLITE_DONE else {
+            throw SQLiteError(code: rc, message: String(cString: sqlite3_errstr(rc)), sql: nil).parseError
+        }
+        try dest.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+
+    /// Checkpoints and closes every connection. Call at shutdown, once no thread reads or writes.
+    public func close() {
+        guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if lock.lock(timeoutMillis: options.writeLockTimeoutMillis) {
+            _ = try? writerBox.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            writerBox.connection.close()
+            lock.unlock()
+        }
+        for r in readerRegistry.withLock({ $0 }) { r.connection?.close() }
+    }
+
+    public var closed: Bool { isClosed.load(ordering: .acquiring) }
+}
+
+/// Holds the writer connection. `@unchecked Sendable`: the connection is only touched while
+/// `Database.lock` is held (or in `close`, also under the lock).
+private final class WriterBox: @unchecked Sendable {
+    let connection: Connection
+    init(_ c: Connection) { connection = c }
+}
+
+/// A weak reference to a thread's read connection, so `close()` can close it at shutdown.
+/// `@unchecked Sendable`: other threads only read the reference in `close()`, documented to run
+/// after all readers are done.
+private final class ReaderRef: @unchecked Sendable {
+    weak var connection: Connection?
+    init(_ c: Connection) { connection = c }
+}
