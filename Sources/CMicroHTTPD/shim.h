@@ -1,5 +1,112 @@
 #include <stdarg.h>
 #include <stdint.h>
+#include <string.h>
+#include <signal.h>
+#include <pthread.h>
 #include <sys/types.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <microhttpd.h>
+
+/* Static-inline shims over libmicrohttpd's variadic entry points (Swift cannot call C
+ * variadics) and a few socket helpers. Only MoonbaseHTTP imports this module. */
+
+/** MHD_OPTION_URI_LOG_CALLBACK's callback type (the header only documents it). */
+typedef void *(*mb_uri_log_callback)(void *cls, const char *uri, struct MHD_Connection *con);
+
+/** Everything `mb_mhd_start` passes to MHD_start_daemon. */
+typedef struct mb_mhd_options {
+    unsigned int flags;
+    const char *host;            /* numeric IPv4/IPv6 address, or NULL/"" for any */
+    uint16_t port;               /* 0 = any free port */
+    unsigned int thread_pool;    /* <= 1: a single internal polling thread */
+    unsigned int connection_limit;
+    unsigned int timeout_seconds;
+    size_t memory_limit;         /* per-connection memory pool (must exceed the header limit) */
+    size_t memory_increment;
+    unsigned int listen_backlog;
+    MHD_AccessHandlerCallback access_cb;
+    void *access_cls;
+    MHD_RequestCompletedCallback completed_cb;
+    void *completed_cls;
+    mb_uri_log_callback uri_log_cb;
+    void *uri_log_cls;
+    MHD_NotifyConnectionCallback connection_cb;
+    void *connection_cls;
+} mb_mhd_options;
+
+/** Starts the daemon; NULL when the address is invalid or MHD fails (bind, threads). */
+static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
+    struct sockaddr_in6 a6;
+    struct sockaddr_in a4;
+    const struct sockaddr *addr = NULL;
+    unsigned int flags = o->flags;
+    if (o->host != NULL && o->host[0] != '\0') {
+        memset(&a4, 0, sizeof a4);
+        memset(&a6, 0, sizeof a6);
+        if (inet_pton(AF_INET, o->host, &a4.sin_addr) == 1) {
+            a4.sin_family = AF_INET;
+            a4.sin_port = htons(o->port);
+            addr = (const struct sockaddr *)&a4;
+        } else if (inet_pton(AF_INET6, o->host, &a6.sin6_addr) == 1) {
+            a6.sin6_family = AF_INET6;
+            a6.sin6_port = htons(o->port);
+            addr = (const struct sockaddr *)&a6;
+            flags |= MHD_USE_IPv6;
+        } else {
+            return NULL;
+        }
+    }
+    struct MHD_OptionItem ops[12];
+    int n = 0;
+    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)o->completed_cb, o->completed_cls };
+    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)o->uri_log_cb, o->uri_log_cls };
+    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)o->connection_cb, o->connection_cls };
+    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, (intptr_t)o->connection_limit, NULL };
+    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->timeout_seconds, NULL };
+    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->memory_limit, NULL };
+    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (intptr_t)o->memory_increment, NULL };
+    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_BACKLOG_SIZE, (intptr_t)o->listen_backlog, NULL };
+    if (addr != NULL) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, (void *)addr };
+    if (o->thread_pool > 1) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)o->thread_pool, NULL };
+    ops[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
+    return MHD_start_daemon(flags, o->port, NULL, NULL,
+                            o->access_cb, o->access_cls,
+                            MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
+}
+
+/** The port the daemon is bound to (after binding port 0), or 0. */
+static inline uint16_t mb_mhd_bound_port(struct MHD_Daemon *d) {
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    return i != NULL ? i->port : 0;
+}
+
+/** The socket context set in the connection-notify callback. */
+static inline void *mb_mhd_socket_context(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i != NULL ? i->socket_context : NULL;
+}
+
+/** Writes the client's numeric address into buf (NUL-terminated); returns its length or 0. */
+static inline size_t mb_mhd_client_ip(struct MHD_Connection *c, char *buf, size_t len) {
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (i == NULL || i->client_addr == NULL || len == 0) return 0;
+    const struct sockaddr *sa = i->client_addr;
+    const char *r = NULL;
+    if (sa->sa_family == AF_INET) {
+        r = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
+    } else if (sa->sa_family == AF_INET6) {
+        r = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
+    }
+    if (r == NULL) { buf[0] = '\0'; return 0; }
+    return strlen(buf);
+}
+
+/** Unblocks one signal on the calling thread (worker threads take the Lua watchdog's SIGURG). */
+static inline int mb_unblock_signal(int sig) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    return pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}

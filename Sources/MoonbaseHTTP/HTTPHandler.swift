@@ -1,0 +1,75 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The application side of the server (the API layer implements it).
+///
+/// Threads: `bodyLimit` and `runsInline` run on an I/O thread and must be cheap and
+/// non-blocking. `handle` runs on a worker thread (our own pthreads, one `ThreadLocal` world
+/// each) unless `runsInline` said true, in which case it runs on the I/O thread.
+public protocol HTTPHandler: Sendable {
+    /// The body limit for this request, asked once its headers arrived (1 MiB for JSON,
+    /// 20 MiB for file uploads by default). A larger body → 413 with Parse code 130.
+    func bodyLimit(method: String, path: String) -> Int
+    /// true → answer on the I/O thread (health, metrics); false → run `handle` on a worker.
+    func runsInline(_ request: HTTPRequest) -> Bool
+    /// Computes the answer. Never throws: errors become `HTTPResponse.error(_:)`.
+    func handle(_ request: HTTPRequest) -> HTTPResponse
+}
+
+extension HTTPHandler {
+    public func bodyLimit(method: String, path: String) -> Int { HTTPServerConfig.defaultJSONBodyLimit }
+    public func runsInline(_ request: HTTPRequest) -> Bool { false }
+}
+
+/// Server settings (DESIGN §10 defaults: headers 16 KiB, 1,024 connections, 30 s idle).
+public struct HTTPServerConfig: Sendable {
+    /// Numeric IPv4 or IPv6 address to bind ("" = all IPv4 interfaces).
+    public var host: String
+    /// 0 = any free port (read the real one from `HTTPServer.port` after `start()`).
+    public var port: Int
+    /// libmicrohttpd polling threads (each with its own epoll set).
+    public var ioThreads: Int
+    /// Worker pthreads that run `HTTPHandler.handle`.
+    public var workers: Int
+    /// Request line + headers above this → 431 with a Parse body (code 107).
+    public var maxHeaderBytes: Int
+    /// Concurrent connections; libmicrohttpd closes new ones above it.
+    public var maxConnections: Int
+    /// A connection idle (or dribbling nothing) this long is closed.
+    public var idleTimeoutSeconds: Int
+    /// Queued worker jobs above this → 503 (code 1) instead of an unbounded queue.
+    public var maxQueuedJobs: Int
+    /// listen(2) backlog.
+    public var listenBacklog: Int
+
+    public static let defaultJSONBodyLimit = 1 << 20
+    public static let defaultFileBodyLimit = 20 << 20
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, ioThreads: Int = HTTPServerConfig.cores,
+                workers: Int = 2 * HTTPServerConfig.cores, maxHeaderBytes: Int = 16 << 10,
+                maxConnections: Int = 1024, idleTimeoutSeconds: Int = 30, maxQueuedJobs: Int = 4096,
+                listenBacklog: Int = 511) {
+        self.host = host
+        self.port = port
+        self.ioThreads = ioThreads
+        self.workers = workers
+        self.maxHeaderBytes = maxHeaderBytes
+        self.maxConnections = maxConnections
+        self.idleTimeoutSeconds = idleTimeoutSeconds
+        self.maxQueuedJobs = maxQueuedJobs
+        self.listenBacklog = listenBacklog
+    }
+
+    /// Online CPUs (at least 1).
+    public static var cores: Int {
+        let n = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+        return n > 0 ? n : 1
+    }
+
+    /// libmicrohttpd's per-connection memory pool: it must hold the largest header block we
+    /// accept with room to spare, or libmicrohttpd answers 431 itself (HTML body) before our
+    /// handler can answer with a Parse body. Headers up to 4× our limit reach our handler.
+    var connectionMemoryLimit: Int { max(64 << 10, 4 * maxHeaderBytes + (16 << 10)) }
+}
+

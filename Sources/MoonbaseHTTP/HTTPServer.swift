@@ -1,0 +1,147 @@
+import CMicroHTTPD
+import MoonbaseCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The HTTP server: libmicrohttpd (epoll, a pool of `ioThreads` polling threads) in front of
+/// a pool of `workers` pthreads.
+///
+/// Per request, an I/O thread reads headers and body, builds an `HTTPRequest` and either
+/// answers inline (`HTTPHandler.runsInline`) or suspends the connection and queues the request
+/// for a worker; the worker runs `handle`, stores the response and resumes the connection, and
+/// the I/O thread queues the response in the access-handler call that follows (libmicrohttpd
+/// wants responses queued from its own callbacks). Keep-alive and pipelining work because no
+/// response is queued on the first (headers-only) call except for requests that must close
+/// anyway (431, 413 by `Content-Length`).
+///
+/// Limits and their answers (Parse bodies `{"code":N,"error":"..."}`):
+/// - headers (request line + fields) over `maxHeaderBytes` → 431, code 107;
+/// - body over `HTTPHandler.bodyLimit` → 413, code 130 (by `Content-Length` before reading,
+///   or while reading a chunked body; the connection is dropped 1 MiB past the limit);
+/// - bad percent-encoding in path or query → 400, code 107;
+/// - worker queue full or server stopping → 503, code 1;
+/// - connection count and idle timeout: libmicrohttpd closes the socket.
+///
+/// Thread-safety: the daemon pointer and lifecycle are guarded by `state`; everything else is
+/// immutable.
+public final class HTTPServer: Sendable {
+    private let core: ServerCore
+    private let state = Mutex<Lifecycle>(Lifecycle())
+    private let boundPort = Atomic<Int>(0)
+
+    private struct Lifecycle: ~Copyable {
+        var daemon: DaemonHandle?
+        var stopped = false
+    }
+
+    /// Creates the worker pool; `start()` binds the socket.
+    public init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
+        core = try ServerCore(config: config, handler: handler)
+    }
+
+    /// The real bound port (after `start()`; 0 before).
+    public var port: Int { boundPort.load(ordering: .acquiring) }
+
+    /// The worker index (0..<workers) of the calling thread, nil off the worker pool.
+    public static var currentWorkerIndex: Int? { WorkerPool.currentIndex() }
+
+    /// Binds and starts serving. Throws if the address is invalid or the port is taken.
+    public func start() throws(HTTPServerError) {
+        let cfg = core.config
+        guard (0...65535).contains(cfg.port) else { throw HTTPServerError("invalid port \(cfg.port)") }
+        let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_USE_TURBO.rawValue
+            | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ITC.rawValue
+        let cls = Unmanaged.passUnretained(core).toOpaque()
+        let daemon: OpaquePointer? = cfg.host.withCString { host in
+            var o = mb_mhd_options()
+            o.flags = UInt32(flags)
+            o.host = cfg.host.isEmpty ? nil : host
+            o.port = UInt16(cfg.port)
+            o.thread_pool = UInt32(max(1, cfg.ioThreads))
+            o.connection_limit = UInt32(max(1, cfg.maxConnections))
+            o.timeout_seconds = UInt32(max(0, cfg.idleTimeoutSeconds))
+            o.memory_limit = cfg.connectionMemoryLimit
+            o.memory_increment = 4096
+            o.listen_backlog = UInt32(max(1, cfg.listenBacklog))
+            o.access_cb = mhdAccess
+            o.access_cls = cls
+            o.completed_cb = mhdCompleted
+            o.completed_cls = cls
+            o.uri_log_cb = mhdURILog
+            o.uri_log_cls = cls
+            o.connection_cb = mhdConnectionNotify
+            o.connection_cls = cls
+            return mb_mhd_start(&o)
+        }
+        guard let daemon else {
+            throw HTTPServerError("cannot listen on \(cfg.host.isEmpty ? "*" : cfg.host):\(cfg.port)")
+        }
+        let ok = state.withLock { s -> Bool in
+            if s.daemon != nil || s.stopped { return false }
+            s.daemon = DaemonHandle(raw: daemon)
+            return true
+        }
+        guard ok else {
+            MHD_stop_daemon(daemon)
+            throw HTTPServerError("server already started or stopped")
+        }
+        boundPort.store(Int(mb_mhd_bound_port(daemon)), ordering: .releasing)
+    }
+
+    /// Graceful stop: stop accepting, let in-flight requests finish for up to `graceMillis`
+    /// (responses meanwhile carry `Connection: close`), answer still-queued jobs with 503,
+    /// wait for running handlers (they are bounded by their own timeouts), then stop.
+    /// Idempotent; blocks the caller until the daemon and workers are gone.
+    public func shutdown(graceMillis: Int = 10_000) {
+        let handle = state.withLock { s -> DaemonHandle? in
+            if s.stopped { return nil }
+            s.stopped = true
+            return s.daemon
+        }
+        guard let handle else {
+            core.pool.stop()
+            return
+        }
+        core.closing.store(true, ordering: .relaxed)
+        let listenFD = MHD_quiesce_daemon(handle.raw)
+        let deadline = monotonicNanos() + UInt64(max(0, graceMillis)) * 1_000_000
+        while core.inFlight.load(ordering: .relaxed) > 0 && monotonicNanos() < deadline {
+            usleep(2_000)
+        }
+        core.pool.stop()
+        // Every suspended connection must be resumed and seen again before MHD_stop_daemon.
+        var waited = 0
+        while core.suspendedCount.load(ordering: .acquiring) > 0 {
+            usleep(1_000)
+            waited += 1
+            if waited % 5_000 == 0 {
+                Log.warn("http shutdown: waiting for \(core.suspendedCount.load(ordering: .relaxed)) resumed connections")
+            }
+        }
+        MHD_stop_daemon(handle.raw)
+        if listenFD >= 0 { close(listenFD) }
+    }
+
+    /// Shutdown with a grace period given as a `Duration`.
+    public func shutdown(grace: Duration) {
+        let (s, atto) = grace.components
+        shutdown(graceMillis: Int(s) * 1000 + Int(atto / 1_000_000_000_000_000))
+    }
+
+    /// Requests read and not yet completed (diagnostics, tests).
+    public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }
+
+    deinit {
+        shutdown(graceMillis: 0)
+    }
+}
+
+/// The daemon pointer. `@unchecked Sendable`: libmicrohttpd's daemon API is thread-safe for
+/// the calls we make on it from other threads (quiesce, stop), and the lifecycle mutex
+/// serialises those.
+struct DaemonHandle: @unchecked Sendable {
+    let raw: OpaquePointer
+}

@@ -1,0 +1,106 @@
+/// Method + path routing over a segment trie.
+///
+/// Patterns are `/`-separated segments: literal (`classes`), parameter (`:className`), or a
+/// trailing `*` that matches the rest of the path (zero or more segments). Precedence at each
+/// segment: literal, then parameter, then wildcard, with backtracking, so `/users/me` beats
+/// `/users/:id` and `/users/:id` still matches `/users/abc`. Empty segments are ignored
+/// (`/a//b/` is `/a/b`). A method `*` registration answers any method; `HEAD` falls back to
+/// `GET`.
+///
+/// A `Router` is a value: build it with `add`, then share it; rebuilding and swapping the whole
+/// value (for example behind a `Mutex` or an atomic reference) replaces routes on reload.
+public struct Router<Value: Sendable>: Sendable {
+    private var root = RouteNode<Value>()
+    /// Number of registered (method, pattern) pairs.
+    public private(set) var count = 0
+
+    public init() {}
+
+    /// Registers `value` for `method` (upper-cased; `*` = any) and `pattern`. Throws on a
+    /// malformed pattern or a duplicate registration.
+    public mutating func add(_ method: String, _ pattern: String, _ value: Value) throws(RouterError) {
+        let m = method.uppercased()
+        guard !m.isEmpty else { throw RouterError("empty method for \(pattern)") }
+        guard pattern.utf8.first == UInt8(ascii: "/") else { throw RouterError("pattern must start with '/': \(pattern)") }
+        let segments = Router.segments(of: pattern)
+        var names: [String] = []
+        var kinds: [SegmentKind] = []
+        for (i, s) in segments.enumerated() {
+            if s == "*" {
+                guard i == segments.count - 1 else { throw RouterError("'*' must be the last segment: \(pattern)") }
+                kinds.append(.wildcard)
+            } else if s.utf8.first == UInt8(ascii: ":") {
+                let name = String(s.dropFirst())
+                guard !name.isEmpty else { throw RouterError("empty parameter name in \(pattern)") }
+                guard !names.contains(name) else { throw RouterError("duplicate parameter :\(name) in \(pattern)") }
+                names.append(name)
+                kinds.append(.param)
+            } else {
+                kinds.append(.literal(String(s)))
+            }
+        }
+        let endpoint = RouteEndpoint(pattern: pattern, paramNames: names, value: value)
+        guard root.insert(kinds[...], method: m, endpoint: endpoint) else {
+            throw RouterError("duplicate route \(m) \(pattern)")
+        }
+        count += 1
+    }
+
+    /// The route for `method` and a decoded `path`, with captured parameters; nil if none.
+    public func match(method: String, path: String) -> RouteMatch<Value>? {
+        let segs = Router.segments(of: path)
+        var captured: [Substring] = []
+        captured.reserveCapacity(4)
+        let m = method.uppercased()
+        if let (ep, rest) = root.find(segs[...], method: m, captured: &captured) {
+            return RouteMatch(ep, captured, rest)
+        }
+        if m == "HEAD", let (ep, rest) = root.find(segs[...], method: "GET", captured: &captured) {
+            return RouteMatch(ep, captured, rest)
+        }
+        return nil
+    }
+
+    /// Methods registered for routes matching `path` (sorted), to tell 405 from 404.
+    public func allowedMethods(path: String) -> [String] {
+        var out = Set<String>()
+        root.collectMethods(Router.segments(of: path)[...], into: &out)
+        return out.sorted()
+    }
+
+    static func segments(of path: String) -> [Substring] {
+        path.split(separator: "/", omittingEmptySubsequences: true)
+    }
+}
+
+/// A successful route lookup.
+public struct RouteMatch<Value: Sendable>: Sendable {
+    /// The registered value (a handler, a route id).
+    public let value: Value
+    /// The pattern that matched (`/classes/:className/:objectId`).
+    public let pattern: String
+    /// Captured `:name` parameters in pattern order.
+    public let params: [(String, String)]
+    /// What a trailing `*` matched ("a/b"; "" for none), nil if the pattern has no `*`.
+    public let wildcard: String?
+
+    init(_ ep: RouteEndpoint<Value>, _ captured: [Substring], _ rest: String?) {
+        value = ep.value
+        pattern = ep.pattern
+        params = zip(ep.paramNames, captured).map { ($0, String($1)) }
+        wildcard = rest
+    }
+
+    /// The value of parameter `name`.
+    public func param(_ name: String) -> String? {
+        for (k, v) in params where k == name { return v }
+        return nil
+    }
+}
+
+/// A malformed or duplicate route registration.
+public struct RouterError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { "RouterError: \(message)" }
+}

@@ -1,0 +1,240 @@
+import CMicroHTTPD
+import MoonbaseCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The state shared by libmicrohttpd's callbacks: configuration, handler, worker pool and
+/// counters. Passed to C as an unretained pointer; `HTTPServer` keeps it alive until the
+/// daemon has stopped.
+///
+/// Thread-safety: all stored properties are immutable or atomic.
+final class ServerCore: Sendable {
+    let config: HTTPServerConfig
+    let handler: any HTTPHandler
+    let pool: WorkerPool
+    /// Requests presented to the handler and not yet completed by libmicrohttpd.
+    let inFlight = Atomic<Int>(0)
+    /// Connections suspended for a worker and not yet seen again after their resume.
+    let suspendedCount = Atomic<Int>(0)
+    /// Set when shutdown begins: responses then carry `Connection: close`.
+    let closing = Atomic<Bool>(false)
+
+    init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
+        self.config = config
+        self.handler = handler
+        pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs)
+    }
+
+    // MARK: First access-handler call: headers are in.
+
+    /// Builds the request from the headers; answers at once only when the request must not be
+    /// read further (431, 413 by `Content-Length`), which closes the connection.
+    func begin(_ conn: OpaquePointer, method: String, conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+        let ctx = connectionContext(conn)
+        let target = ctx?.rawTarget ?? "/"
+        var collector = HeaderCollector()
+        withUnsafeMutablePointer(to: &collector) { p in
+            _ = MHD_get_connection_values_n(conn, .HEADER_KIND, collectHeader, p)
+        }
+        let requestId = collector.requestId.flatMap { RequestID.isSane($0) ? $0 : nil } ?? RequestID.generate()
+        var remote = ctx?.remoteAddress ?? ""
+        if let ctx, ctx.remoteAddress == nil {
+            remote = clientAddress(conn)
+            ctx.remoteAddress = remote
+        }
+        var request = HTTPRequest(method: method, path: "/", headers: collector.headers, remoteAddress: remote,
+                                  requestId: requestId)
+        let state = RequestState(core: self, connection: conn, request: request, bodyLimit: config.maxHeaderBytes)
+        conCls.pointee = Unmanaged.passRetained(state).toOpaque()
+        inFlight.add(1, ordering: .relaxed)
+
+        let headerBytes = method.utf8.count + target.utf8.count + 11 + collector.bytes
+        if headerBytes > config.maxHeaderBytes {
+            return answer(state, .parseError(status: 431, code: 107, message: "request headers too large"), close: true)
+        }
+
+        let (rawPath, rawQuery) = URIDecoding.split(stripAuthority(target))
+        request.rawQuery = String(rawQuery)
+        if let path = URIDecoding.decodePath(rawPath), path.utf8.first == UInt8(ascii: "/") || path == "*" {
+            request.path = path
+        } else {
+            state.pending = .parseError(status: 400, code: 107, message: "invalid path encoding")
+        }
+        if state.pending == nil {
+            if let q = URIDecoding.parseQuery(rawQuery) {
+                request.query = q
+            } else {
+                state.pending = .parseError(status: 400, code: 107, message: "invalid query string encoding")
+            }
+        }
+        state.bodyLimit = state.pending == nil
+            ? handler.bodyLimit(method: method, path: request.path) : HTTPServerConfig.defaultJSONBodyLimit
+        if let cl = collector.contentLength {
+            guard let n = Int(cl), n >= 0 else {
+                state.request = request
+                return answer(state, .parseError(status: 400, code: 107, message: "invalid Content-Length"), close: true)
+            }
+            if n > state.bodyLimit {
+                state.request = request
+                return answer(state, tooLarge(state.bodyLimit), close: true)
+            }
+            request.body.reserveCapacity(n)
+        }
+        state.request = request
+        return .YES
+    }
+
+    // MARK: Later calls: body chunks, end of body, resumed after a worker.
+
+    func proceed(_ state: RequestState, upload: UnsafePointer<CChar>?, size: UnsafeMutablePointer<Int>) -> MHD_Result {
+        switch state.phase {
+        case .body:
+            let n = size.pointee
+            if n > 0 {
+                size.pointee = 0
+                state.received += n
+                if state.overLimit || state.received > state.bodyLimit {
+                    state.overLimit = true
+                    state.request.body = []
+                    // Discard a little past the limit so the 413 can be read; then give up.
+                    return state.received > state.bodyLimit + (1 << 20) ? .NO : .YES
+                }
+                if let upload {
+                    upload.withMemoryRebound(to: UInt8.self, capacity: n) { p in
+                        state.request.body.append(contentsOf: UnsafeBufferPointer(start: p, count: n))
+                    }
+                }
+                return .YES
+            }
+            if state.overLimit { return answer(state, tooLarge(state.bodyLimit), close: true) }
+            if let p = state.pending { return answer(state, p, close: false) }
+            if handler.runsInline(state.request) {
+                return answer(state, handler.handle(state.request), close: false)
+            }
+            state.phase = .suspended
+            state.countedSuspended = true
+            suspendedCount.add(1, ordering: .relaxed)
+            MHD_suspend_connection(state.connection)
+            if !pool.submit(state) {
+                state.response = .parseError(status: 503, code: 1, message: "server busy")
+                MHD_resume_connection(state.connection)
+            }
+            return .YES
+        case .suspended:
+            leaveSuspended(state)
+            let r = state.response ?? .parseError(status: 500, code: 1, message: "internal error")
+            state.response = nil
+            return answer(state, r, close: false)
+        case .answered:
+            return .YES
+        }
+    }
+
+    /// libmicrohttpd is done with the request (sent, failed or aborted).
+    func completed(_ state: RequestState) {
+        leaveSuspended(state)
+        inFlight.subtract(1, ordering: .relaxed)
+    }
+
+    private func leaveSuspended(_ state: RequestState) {
+        if state.countedSuspended {
+            state.countedSuspended = false
+            suspendedCount.subtract(1, ordering: .releasing)
+        }
+    }
+
+    private func tooLarge(_ limit: Int) -> HTTPResponse {
+        .parseError(status: 413, code: 130, message: "request entity too large (limit \(limit) bytes)")
+    }
+
+    // MARK: Responses
+
+    /// Turns `response` into an MHD response and queues it.
+    func answer(_ state: RequestState, _ response: HTTPResponse, close: Bool) -> MHD_Result {
+        state.phase = .answered
+        let r: OpaquePointer?
+        if let file = response.file, let fd = file.take() {
+            r = MHD_create_response_from_fd_at_offset64(file.size, fd, file.offset)
+        } else {
+            r = response.body.withUnsafeBytes { b in
+                MHD_create_response_from_buffer(b.count, UnsafeMutableRawPointer(mutating: b.baseAddress),
+                                                .RESPMEM_MUST_COPY)
+            }
+        }
+        guard let r else { return .NO }
+        var hasType = false
+        for (k, v) in response.headers {
+            if asciiCaseEqual(k, "content-type") { hasType = true }
+            _ = MHD_add_response_header(r, k, v)
+        }
+        if !hasType && response.status != 204 && response.status != 304 {
+            _ = MHD_add_response_header(r, "Content-Type", HTTPResponse.jsonContentType)
+        }
+        _ = MHD_add_response_header(r, "X-Request-Id", state.request.requestId)
+        if close || closing.load(ordering: .relaxed) {
+            _ = MHD_add_response_header(r, "Connection", "close")
+        }
+        let rc = MHD_queue_response(state.connection, UInt32(clamping: response.status), r)
+        MHD_destroy_response(r)
+        return rc
+    }
+
+    // MARK: Helpers
+
+    private func connectionContext(_ conn: OpaquePointer) -> ConnectionContext? {
+        guard let raw = mb_mhd_socket_context(conn) else { return nil }
+        return Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue()
+    }
+
+    private func clientAddress(_ conn: OpaquePointer) -> String {
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: 64) { buf in
+            let n = mb_mhd_client_ip(conn, buf.baseAddress, 64)
+            return n > 0 ? String(cString: buf.baseAddress!) : ""
+        }
+    }
+
+    /// "http://host:port/p?q" (absolute-form) → "/p?q".
+    private func stripAuthority(_ target: String) -> String {
+        guard target.utf8.first != UInt8(ascii: "/"),
+              let scheme = target.firstRange(of: "://") else { return target }
+        let rest = target[scheme.upperBound...]
+        if let slash = rest.firstIndex(of: "/") { return String(rest[slash...]) }
+        if let q = rest.firstIndex(of: "?") { return "/" + rest[q...] }
+        return "/"
+    }
+}
+
+/// Accumulates headers for `MHD_get_connection_values_n` (names lower-cased) and their size.
+struct HeaderCollector {
+    var headers: [(String, String)] = []
+    var bytes = 0
+    var contentLength: String?
+    var requestId: String?
+}
+
+private let collectHeader: MHD_KeyValueIteratorN = { cls, _, key, keySize, value, valueSize in
+    guard let cls, let key else { return .YES }
+    let c = cls.assumingMemoryBound(to: HeaderCollector.self)
+    let name = key.withMemoryRebound(to: UInt8.self, capacity: keySize) { p in
+        String(unsafeUninitializedCapacity: keySize) { out in
+            for i in 0..<keySize {
+                let b = p[i]
+                out[i] = (b >= 65 && b <= 90) ? b + 32 : b
+            }
+            return keySize
+        }
+    }
+    let val = value.map { v in
+        v.withMemoryRebound(to: UInt8.self, capacity: valueSize) { p in
+            String(decoding: UnsafeBufferPointer(start: p, count: valueSize), as: UTF8.self)
+        }
+    } ?? ""
+    c.pointee.bytes += keySize + valueSize + 4
+    if name == "content-length" { c.pointee.contentLength = val }
+    if name == "x-request-id" { c.pointee.requestId = val }
+    c.pointee.headers.append((name, val))
+    return .YES
+}
