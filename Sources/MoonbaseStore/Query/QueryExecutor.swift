@@ -1,0 +1,154 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+
+/// Where the query side learns a class's schema. The store's schema catalog conforms.
+public protocol QuerySchemaSource {
+    /// The class's query schema, or nil when the class does not exist (no table yet).
+    func querySchema(_ className: String, on conn: Connection) throws(ParseError) -> QuerySchema?
+}
+
+/// Lua/REST `afterFind`: may edit or drop objects of a class before they are returned.
+public typealias AfterFindHook = (_ className: String, _ objects: [JSONObject]) throws(ParseError) -> [JSONObject]
+
+/// The answer of a find: the results as a JSON array (bytes, ready to splice into a response or
+/// hand to Lua) and the count when asked.
+public struct FindResult: Sendable {
+    /// A JSON array of Parse objects.
+    public var results: [UInt8]
+    /// Number of objects in `results`.
+    public var resultCount: Int
+    /// Total matching objects when `count` was asked.
+    public var count: Int?
+
+    /// `{"results":[…],"count":N}` (count only when asked).
+    public func responseBody() -> [UInt8] {
+        var w = JSONWriter(capacity: results.count + 32)
+        w.raw("{\"results\":")
+        w.raw(results)
+        if let count {
+            w.raw(",\"count\":")
+            w.int(Int64(count))
+        }
+        w.byte(UInt8(ascii: "}"))
+        return w.bytes
+    }
+
+    /// The results parsed into objects.
+    public func objects() throws(ParseError) -> [JSONObject] {
+        (try JSON.parse(results).arrayValue ?? []).compactMap(\.objectValue)
+    }
+}
+
+/// Runs finds, counts and distincts on one connection (thread-confined, like the connection).
+///
+/// ```swift
+/// let q = try FindQuery(className: "Post", rest: ["where": #"{"likes":{"$gt":3}}"#, "order": "-createdAt"])
+/// let r = try QueryExecutor(schemas: catalog).find(q, identity: .anonymous, on: conn)
+/// response.body = r.responseBody()
+/// ```
+public struct QueryExecutor {
+    public let schemas: any QuerySchemaSource
+    public init(schemas: any QuerySchemaSource) { self.schemas = schemas }
+
+    /// Compiles and runs `q` for `identity` (non-master callers see only rows they may read).
+    ///
+    /// Without `include`, `keys` or `afterFind`, rows are written by splicing the stored `data`
+    /// text (no parse/encode). Otherwise rows are parsed; includes are expanded (ACL-checked,
+    /// `afterFind` applied to each included class), `keys` projects, then `afterFind` runs on
+    /// the results. `afterFind` is the caller's choice: pass nil for master-key reads.
+    /// - Throws: 102/105/111 for bad queries (see `QueryCompiler`), 1 for storage failures.
+    public func find(_ q: FindQuery, identity: Identity, on conn: Connection, afterFind: AfterFindHook? = nil) throws(ParseError) -> FindResult {
+        guard let schema = try schemas.querySchema(q.className, on: conn) else {
+            // Parse answers an empty list for a class that has no objects yet.
+            _ = try QueryCompiler(schema: QuerySchema(className: q.className, fields: [:])).compile(q.whereClause)
+            return FindResult(results: Array("[]".utf8), resultCount: 0, count: q.count ? 0 : nil)
+        }
+        let compiled = try QueryCompiler(schema: schema).compile(q.whereClause)
+        let builder = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity))
+        var count: Int?
+        if q.count {
+            let c = builder.count()
+            if case .integer(let n)? = try conn.scalar(c.sql, c.binds) { count = Int(n) }
+        }
+        if q.limit == 0 {
+            _ = try builder.orderBy(q.order)  // still validate order
+            return FindResult(results: Array("[]".utf8), resultCount: 0, count: count)
+        }
+        let plan = try GeoPlanner.choose(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn)
+        let stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
+        let simple = q.include.isEmpty && q.keys == nil && afterFind == nil && RowSerializer.canSplice(q.className)
+        if simple {
+            var w = JSONWriter(capacity: 4096)
+            var n = 0
+            w.byte(UInt8(ascii: "["))
+            try conn.query(stmt.sql, stmt.binds) { (s) throws(ParseError) in
+                if n > 0 { w.byte(UInt8(ascii: ",")) }
+                RowSerializer.writeSpliced(s, into: &w)
+                n += 1
+            }
+            w.byte(UInt8(ascii: "]"))
+            return FindResult(results: w.bytes, resultCount: n, count: count)
+        }
+        var objects: [JSONObject] = []
+        try conn.query(stmt.sql, stmt.binds) { (s) throws(ParseError) in
+            objects.append(try RowSerializer.object(s, className: q.className, identity: identity))
+        }
+        if !q.include.isEmpty {
+            var expander = IncludeExpander(schemas: schemas, identity: identity, conn: conn, afterFind: afterFind)
+            try expander.expand(&objects, paths: q.include)
+        }
+        if let keys = q.keys {
+            // Included pointers are kept whole unless `keys` names some of their fields.
+            let implied = q.include.filter { inc in !keys.contains { $0 == inc || $0.hasPrefix(inc + ".") } }
+            let tree = KeyTree(keys + implied)
+            objects = objects.map { tree.project($0) }
+        }
+        if let afterFind { objects = try afterFind(q.className, objects) }
+        var w = JSONWriter(capacity: 4096)
+        w.write(.array(objects.map { .object($0) }))
+        return FindResult(results: w.bytes, resultCount: objects.count, count: count)
+    }
+
+    /// Number of objects matching `where` that `identity` may read.
+    public func count(className: String, where whereClause: JSONValue?, identity: Identity, on conn: Connection) throws(ParseError) -> Int {
+        guard let schema = try schemas.querySchema(className, on: conn) else { return 0 }
+        let compiled = try QueryCompiler(schema: schema).compile(whereClause)
+        let c = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity)).count()
+        guard case .integer(let n)? = try conn.scalar(c.sql, c.binds) else { return 0 }
+        return Int(n)
+    }
+
+    /// Distinct values of `field` among matching readable objects (array fields are unwound,
+    /// as Parse/Mongo do); missing and null values are left out.
+    public func distinct(className: String, field: String, where whereClause: JSONValue?, identity: Identity,
+                         on conn: Connection) throws(ParseError) -> [JSONValue] {
+        guard let schema = try schemas.querySchema(className, on: conn) else { return [] }
+        let compiled = try QueryCompiler(schema: schema).compile(whereClause)
+        let ref = try FieldRef(path: field, schema: schema)
+        var conds = [QueryCompiler.Frag(compiled.sql, compiled.binds)]
+        if let acl = SelectBuilder.aclFilter(identity) { conds.append(acl) }
+        let w = QueryCompiler.and(conds)
+        let table = Naming.table(className)
+        let sql: String
+        switch ref.kind {
+        case .objectId: sql = "SELECT DISTINCT json_quote(t.objectId) FROM \(table) t WHERE \(w.sql)"
+        case .time:
+            sql = "SELECT DISTINCT json_object('__type','Date','iso',strftime('%Y-%m-%dT%H:%M:%fZ', t.\(field)/1000.0, 'unixepoch')) FROM \(table) t WHERE \(w.sql)"
+        case .json where ref.declared == .array:
+            sql = """
+                SELECT DISTINCT CASE j.type WHEN 'object' THEN j.value WHEN 'array' THEN j.value \
+                WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE json_quote(j.value) END \
+                FROM \(table) t, json_each(t.data,\(ref.jsonPath)) j WHERE j.type != 'null' AND \(w.sql)
+                """
+        case .json:
+            sql = "SELECT DISTINCT t.data -> \(ref.jsonPath) AS v FROM \(table) t WHERE v IS NOT NULL AND v != 'null' AND \(w.sql)"
+        }
+        var out: [JSONValue] = []
+        try conn.query(sql, w.binds) { (s) throws(ParseError) in
+            let v = try s.withBytes(0) { (b: UnsafeBufferPointer<UInt8>) throws(ParseError) -> JSONValue in try JSON.parse(b) }
+            out.append(v)
+        }
+        return out
+    }
+}

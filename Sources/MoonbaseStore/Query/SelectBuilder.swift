@@ -1,0 +1,120 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+
+/// How a query with a top-level geo constraint is driven.
+public enum GeoPlan: Sendable, Equatable {
+    /// No geo constraint, or one SQLite plans by itself (`rid IN (R*Tree candidates)`).
+    case generic
+    /// The R*Tree range is the outer loop; each candidate joins its row by `rid`. Best when the
+    /// box holds few points.
+    case rtreeJoin
+    /// The `createdAt` index is walked in `order` direction and each row is tested against its
+    /// R*Tree entry, until `limit` rows match. Best when the box holds many points.
+    case createdAtWalk
+}
+
+/// Assembles the SELECT for a find: columns, compiled where, ACL filter, order, limit/skip.
+///
+/// Result columns are always `objectId, createdAt, updatedAt, ACL, data` (indexes 0…4), the
+/// shape `RowSerializer` reads.
+struct SelectBuilder {
+    static let columns = "t.objectId, t.createdAt, t.updatedAt, t.ACL, t.data"
+
+    let schema: QuerySchema
+    let compiled: CompiledWhere
+    /// Read filter for non-master callers, nil for master.
+    let acl: QueryCompiler.Frag?
+
+    /// The ACL read filter (DESIGN §10): public rows, `*` readers, or the user among readers.
+    static func aclFilter(_ identity: Identity) -> QueryCompiler.Frag? {
+        switch identity {
+        case .master: return nil
+        case .anonymous: return QueryCompiler.Frag("(t.rperm IS NULL OR instr(t.rperm,'|*|')>0)")
+        case .user(let id):
+            return QueryCompiler.Frag("(t.rperm IS NULL OR instr(t.rperm,'|*|')>0 OR instr(t.rperm,?)>0)", [.text("|\(id)|")])
+        }
+    }
+
+    /// `ORDER BY …` (without the keyword), or nil when unordered. `$nearSphere` sorts nearest
+    /// first unless `order` is given; `$score` sorts best text match first.
+    func orderBy(_ order: [SortKey]) throws(ParseError) -> QueryCompiler.Frag? {
+        var terms: [String] = []
+        var binds: [SQLiteValue] = []
+        for key in order {
+            let dir = key.descending ? " DESC" : ""
+            switch key.field {
+            case "objectId", "createdAt", "updatedAt":
+                terms.append("t.\(key.field)\(dir)")
+            case "$score":
+                guard let text = compiled.text else { throw ParseError(.invalidQuery, "order by $score needs a $text constraint") }
+                terms.append("(SELECT bm25(\(text.ftsTable)) FROM \(text.ftsTable) WHERE \(text.ftsTable) MATCH ? AND rowid = t.rid)")
+                binds.append(.text(text.match))
+            default:
+                let type = key.field.contains(".") ? nil : schema.fields[key.field]?.type
+                switch type {
+                case .geoPoint?, .relation?, .acl?:
+                    throw ParseError(.invalidQuery, "cannot order by \(key.field): it is a \(type!.rawValue)")
+                default: terms.append(Naming.fieldExpr(key.field, type: type) + dir)
+                }
+            }
+        }
+        if order.isEmpty, let geo = compiled.geo, let c = geo.center {
+            terms.append("geo_distance(json_extract(t.data,'$.\(geo.field).latitude'),json_extract(t.data,'$.\(geo.field).longitude'),?,?)")
+            binds += [.real(c.latitude), .real(c.longitude)]
+        }
+        guard !terms.isEmpty else { return nil }
+        // Ties broken by rid in the direction of the last key: deterministic pages, and the
+        // createdAt index (whose entries end with the rowid) still yields this order.
+        if let last = order.last, last.field == "createdAt" || last.field == "updatedAt" {
+            terms.append(last.descending ? "t.rid DESC" : "t.rid")
+        }
+        return QueryCompiler.Frag(terms.joined(separator: ", "), binds)
+    }
+
+    /// The full statement for `plan` with `LIMIT ? OFFSET ?`.
+    func select(plan: GeoPlan, order: [SortKey], limit: Int, skip: Int, columns: String = SelectBuilder.columns) throws(ParseError) -> QueryCompiler.Frag {
+        var sql = "SELECT \(columns) FROM "
+        var binds: [SQLiteValue] = []
+        var conds: [QueryCompiler.Frag] = []
+        let table = Naming.table(schema.className)
+        switch plan {
+        case .rtreeJoin, .createdAtWalk:
+            guard let geo = compiled.geo, geo.boxes.count == 1 else { return try select(plan: .generic, order: order, limit: limit, skip: skip, columns: columns) }
+            let b = geo.boxes[0]
+            if plan == .rtreeJoin {
+                sql += "\(geo.rtree) r CROSS JOIN \(table) t ON t.rid = r.id"
+            } else {
+                sql += "\(table) t CROSS JOIN \(geo.rtree) r ON r.id = t.rid"
+            }
+            conds.append(QueryCompiler.Frag("r.maxLat >= ? AND r.minLat <= ? AND r.maxLng >= ? AND r.minLng <= ?",
+                                            [.real(b.south), .real(b.north), .real(b.west), .real(b.east)]))
+            conds.append(QueryCompiler.Frag(geo.exactSQL, geo.exactBinds))
+            conds.append(QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds))
+        case .generic:
+            sql += "\(table) t"
+            conds.append(QueryCompiler.Frag(compiled.sql, compiled.binds))
+        }
+        if let acl { conds.append(acl) }
+        let w = QueryCompiler.and(conds)
+        if w.sql != "1" {
+            sql += " WHERE " + w.sql
+            binds += w.binds
+        }
+        if let o = try orderBy(order) {
+            sql += " ORDER BY " + o.sql
+            binds += o.binds
+        }
+        sql += " LIMIT ? OFFSET ?"
+        binds += [.integer(Int64(limit)), .integer(Int64(skip))]
+        return QueryCompiler.Frag(sql, binds)
+    }
+
+    /// `SELECT count(*)` under the same filters (generic plan: no order, no limit).
+    func count() -> QueryCompiler.Frag {
+        var conds = [QueryCompiler.Frag(compiled.sql, compiled.binds)]
+        if let acl { conds.append(acl) }
+        let w = QueryCompiler.and(conds)
+        return QueryCompiler.Frag("SELECT count(*) FROM \(Naming.table(schema.className)) t WHERE \(w.sql)", w.binds)
+    }
+}
