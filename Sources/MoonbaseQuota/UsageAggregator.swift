@@ -1,0 +1,68 @@
+import MoonbaseCore
+import Synchronization
+
+/// In-memory usage counters: deltas per (kind, key, hour), not yet written to the sink.
+///
+/// Concurrency: `Sendable` behind lock stripes. Each thread writes to the stripe its `ThreadSlot`
+/// picks, so with at least as many stripes as request threads no two threads share a lock on the
+/// hot path; the flusher visits every stripe once per flush and swaps its table out (O(1) under
+/// the lock), so it holds each lock only briefly. Every `add` lands in exactly one stripe and is
+/// either in a drained batch or still pending, which keeps totals exact.
+final class UsageAggregator: Sendable {
+    private let stripes: [Stripe<[UsageBucket: UsageCounts]>]
+    private let mask: Int
+
+    init(stripes requested: Int) {
+        let n = stripeCount(requested)
+        stripes = (0..<n).map { _ in Stripe([:]) }
+        mask = n - 1
+    }
+
+    /// Adds one request's counts to the app row, its account row and its target row for `hour`.
+    func add(_ usage: RequestUsage, hour: Int64) {
+        let counts = usage.counts
+        let stripe = stripes[threadSlot.value.index & mask]
+        stripe.state.withLock { table in
+            table[UsageBucket(kind: .account, key: "app", hour: hour), default: UsageCounts()].add(counts)
+            if let account = usage.account, account != .app {
+                table[UsageBucket(kind: .account, key: account.key, hour: hour), default: UsageCounts()].add(counts)
+            }
+            if let target = usage.target {
+                table[UsageBucket(kind: .function, key: target.key, hour: hour), default: UsageCounts()].add(counts)
+            }
+        }
+    }
+
+    /// Adds already-aggregated rows back (a batch whose write failed).
+    func add(rows: [UsageRow]) {
+        let stripe = stripes[threadSlot.value.index & mask]
+        stripe.state.withLock { table in
+            for row in rows { table[row.bucket, default: UsageCounts()].add(row.counts) }
+        }
+    }
+
+    /// Takes every pending delta, leaving the counters empty.
+    func drain() -> [UsageBucket: UsageCounts] {
+        var merged: [UsageBucket: UsageCounts] = [:]
+        for stripe in stripes {
+            let taken = stripe.state.withLock { table -> [UsageBucket: UsageCounts] in
+                let t = table
+                table = [:]
+                return t
+            }
+            if merged.isEmpty { merged = taken; continue }
+            for (bucket, counts) in taken { merged[bucket, default: UsageCounts()].add(counts) }
+        }
+        return merged
+    }
+
+    /// The pending deltas without taking them.
+    func peek() -> [UsageBucket: UsageCounts] {
+        var merged: [UsageBucket: UsageCounts] = [:]
+        for stripe in stripes {
+            let copy = stripe.state.withLock { $0 }
+            for (bucket, counts) in copy { merged[bucket, default: UsageCounts()].add(counts) }
+        }
+        return merged
+    }
+}
