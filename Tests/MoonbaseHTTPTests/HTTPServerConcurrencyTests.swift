@@ -1,0 +1,139 @@
+import Glibc
+import MoonbaseHTTP
+import Synchronization
+import Testing
+
+@Suite("HTTP server: workers, concurrency, shutdown", .timeLimit(.minutes(1)))
+struct HTTPServerConcurrencyTests {
+    @Test func slowWorkerRequestDoesNotBlockInlineRequestOnSameIOThread() throws {
+        // One I/O thread: both connections live on it.
+        try withServer(HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 2)) { server, handler in
+            let slow = try RawHTTPClient(port: server.port)
+            slow.send(RawHTTPClient.format("GET", "/gate"))
+            #expect(handler.gate.waitForArrivals(1))
+            let fast = try RawHTTPClient(port: server.port)
+            let t0 = monotonicMillis()
+            let f = try fast.request("GET", "/fast")
+            let w = try fast.request("GET", "/echo")  // the other worker is free too
+            #expect(f.status == 200 && w.status == 200)
+            #expect(monotonicMillis() - t0 < 2_000)
+            handler.gate.release()
+            let s = try slow.readResponse()
+            #expect(s.status == 200 && s.header("x-path") == "/gate")
+        }
+    }
+
+    @Test func shutdownWaitsForInFlightRequest() throws {
+        let handler = TestHandler()
+        let server = try HTTPServer(config: HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 2),
+                                    handler: handler)
+        try server.start()
+        let port = server.port
+        let c = try RawHTTPClient(port: port)
+        c.send(RawHTTPClient.format("GET", "/gate"))
+        #expect(handler.gate.waitForArrivals(1))
+        let stopped = Counter()
+        let stopper = Background {
+            server.shutdown(graceMillis: 10_000)
+            stopped.add()
+        }
+        usleep(100_000)
+        #expect(stopped.value == 0)  // still waiting for the gated request
+        // New connections are refused once quiesced.
+        #expect(throws: (any Error).self) {
+            let late = try RawHTTPClient(port: port, timeoutSeconds: 1)
+            _ = try late.request("GET", "/fast")
+        }
+        handler.gate.release()
+        let r = try c.readResponse()
+        #expect(r.status == 200)
+        #expect(r.header("connection")?.lowercased() == "close")
+        stopper.join()
+        #expect(stopped.value == 1)
+    }
+
+    @Test func shutdownGraceExpiryAnswersQueuedJobsWith503() throws {
+        let handler = TestHandler()
+        let server = try HTTPServer(
+            config: HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1), handler: handler)
+        try server.start()
+        let a = try RawHTTPClient(port: server.port)
+        a.send(RawHTTPClient.format("GET", "/gate"))
+        #expect(handler.gate.waitForArrivals(1))
+        let b = try RawHTTPClient(port: server.port)
+        b.send(RawHTTPClient.format("GET", "/echo"))  // queued behind the gated job
+        for _ in 0..<1000 where server.inFlightRequests < 2 { usleep(1_000) }
+        let stopper = Background { server.shutdown(graceMillis: 50) }
+        usleep(200_000)
+        let rb = try b.readResponse()
+        #expect(rb.status == 503)
+        #expect(rb.text == "{\"code\":1,\"error\":\"server is shutting down\"}")
+        handler.gate.release()
+        let ra = try a.readResponse()
+        #expect(ra.status == 200)
+        stopper.join()
+    }
+
+    @Test func fullQueueAnswers503() throws {
+        let cfg = HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1, maxQueuedJobs: 1)
+        try withServer(cfg) { server, handler in
+            let a = try RawHTTPClient(port: server.port)
+            a.send(RawHTTPClient.format("GET", "/gate"))
+            #expect(handler.gate.waitForArrivals(1))
+            let b = try RawHTTPClient(port: server.port)
+            b.send(RawHTTPClient.format("GET", "/echo"))  // fills the queue
+            for _ in 0..<1000 where server.inFlightRequests < 2 { usleep(1_000) }
+            let c = try RawHTTPClient(port: server.port)
+            let rc = try c.request("GET", "/echo")
+            #expect(rc.status == 503)
+            #expect(rc.text.contains("\"code\":1"))
+            handler.gate.release()
+            #expect(try a.readResponse().status == 200)
+            #expect(try b.readResponse().status == 200)
+        }
+    }
+
+    @Test func manyConcurrentKeepAliveClientsThroughWorkers() throws {
+        try withServer(HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 3)) { server, _ in
+            let failures = Counter()
+            let done = Counter()
+            let port = server.port
+            let threads = (0..<8).map { t in
+                Background {
+                    guard let c = try? RawHTTPClient(port: port) else {
+                        failures.add()
+                        return
+                    }
+                    for i in 0..<150 {
+                        let body = Array("t\(t)-i\(i)".utf8)
+                        let path = i % 5 == 0 ? "/fast" : "/echo"
+                        guard let r = try? c.request("POST", path, body: body), r.status == 200, r.body == body else {
+                            failures.add()
+                            continue
+                        }
+                        done.add()
+                    }
+                }
+            }
+            threads.forEach { $0.join() }
+            #expect(failures.value == 0)
+            #expect(done.value == 8 * 150)
+            #expect(server.inFlightRequests == 0)
+        }
+    }
+
+    @Test func clientDisconnectWhileSuspendedIsHarmless() throws {
+        try withServer(HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1)) { server, handler in
+            do {
+                let c = try RawHTTPClient(port: server.port)
+                c.send(RawHTTPClient.format("GET", "/gate"))
+                #expect(handler.gate.waitForArrivals(1))
+            }  // closed while its request sits on the worker
+            handler.gate.release()
+            let c2 = try RawHTTPClient(port: server.port)
+            #expect(try c2.request("GET", "/echo").status == 200)
+            for _ in 0..<2000 where server.inFlightRequests > 0 { usleep(1_000) }
+            #expect(server.inFlightRequests == 0)
+        }
+    }
+}
