@@ -121,7 +121,7 @@ public struct QueryCompiler: Sendable {
                     throw ParseError(.invalidQuery, "\(key) needs an array of query objects")
                 }
                 let f = try compileObject(o, depth: depth + 1, state: state)
-                parts.append(key == "$or" ? Frag("(\(f.sql))", f.binds) : f)
+                parts.append(f)
             }
             return key == "$or" ? Self.or(parts) : Self.and(parts)
         default:
