@@ -39,7 +39,7 @@ public final class Database: Sendable {
     private let functions = Mutex<[SQLFunction]>([])
     private let readerRegistry = Mutex<[ReaderRef]>([])
     private let isClosed = Atomic<Bool>(false)
-    private let contextSlot = Mutex<(any AnyObject & Sendable)?>(nil)
+    private let contextSlot = Mutex<WeakContext>(WeakContext())
 
     private static let serials = Atomic<Int>(0)
 
@@ -58,10 +58,11 @@ public final class Database: Sendable {
     deinit { close() }
 
     /// A slot for the layer above (MoonbaseStore keeps its schema catalog and clock here), so
-    /// its extensions on `WriteTransaction` reach them through `tx.database`.
+    /// its extensions on `WriteTransaction` reach them through `tx.database`. Held weakly: the
+    /// owner of that object (the document store) keeps it alive, and it may reference us.
     public var context: (any AnyObject & Sendable)? {
-        get { contextSlot.withLock { $0 } }
-        set { contextSlot.withLock { $0 = newValue } }
+        get { contextSlot.withLock { $0.value } }
+        set { contextSlot.withLock { $0.value = newValue } }
     }
 
     /// Installs a Swift SQL function on the writer now and on every read connection opened
@@ -168,6 +169,10 @@ public final class Database: Sendable {
     }
 
     public var closed: Bool { isClosed.load(ordering: .acquiring) }
+}
+
+private struct WeakContext {
+    weak var value: (any AnyObject & Sendable)?
 }
 
 /// Holds the writer connection. `@unchecked Sendable`: the connection is only touched while

@@ -1,0 +1,77 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+
+/// Object ACLs: validation, defaults and the `rperm`/`wperm` columns that let SQL check them.
+///
+/// `rperm`/`wperm` are NULL when everyone may read/write (no ACL, or `"*"` granted), else
+/// `|id1|id2|` (just `|` when nobody but the master key). A reader or writer `uid` matches with
+/// `instr(rperm, '|uid|') > 0`. Role entries (`role:Name`) are stored and listed but no
+/// identity carries roles yet.
+public enum ACLs {
+    /// Validates an ACL (`{"*":{"read":true},"uid":{"read":true,"write":true}}`).
+    /// - Throws: 123 "invalid ACL" for anything else.
+    public static func validate(_ v: JSONValue) throws(ParseError) -> JSONObject {
+        guard let o = v.objectValue else { throw ParseError(.invalidACL, "invalid ACL: must be an object") }
+        for e in o {
+            let key = e.key
+            let okKey = key == "*" || (key.hasPrefix("role:") && key.utf8.count > 5 && key.utf8.count <= 70)
+                || (!key.isEmpty && key.utf8.count <= 64 && key.utf8.allSatisfy { ClassPermissions.isIdChar($0) })
+            guard okKey, let perms = e.value.objectValue else { throw ParseError(.invalidACL, "invalid ACL entry: \(key)") }
+            for p in perms {
+                guard p.key == "read" || p.key == "write", p.value.boolValue != nil else {
+                    throw ParseError(.invalidACL, "invalid ACL permission for \(key): \(p.key)")
+                }
+            }
+        }
+        return o
+    }
+
+    /// Moonbase's default (DESIGN §10): public read, owner read/write for a user session; none
+    /// (public) for anonymous or master. A `_User` row is public read, self write.
+    public static func defaultACL(className: String, objectId: String, identity: Identity) -> JSONObject? {
+        if className == "_User" { return ["*": ["read": true], objectId: ["read": true, "write": true]] }
+        guard let uid = identity.userId else { return nil }
+        return ["*": ["read": true], uid: ["read": true, "write": true]]
+    }
+
+    /// `rperm`, `wperm` for an ACL (nil = public).
+    public static func permColumns(_ acl: JSONObject?) -> (rperm: String?, wperm: String?) {
+        guard let acl else { return (nil, nil) }
+        func list(_ perm: String) -> String? {
+            if acl["*"]?[perm]?.boolValue == true { return nil }
+            let ids = acl.entries.filter { $0.value[perm]?.boolValue == true }.map(\.key)
+            return "|" + ids.map { $0 + "|" }.joined()
+        }
+        return (list("read"), list("write"))
+    }
+
+    /// SQL condition restricting rows to those `identity` may read, or nil for the master key.
+    /// `column` is the rperm column as the query spells it (`t.rperm`).
+    public static func readCondition(_ identity: Identity, column: String = "rperm") -> (sql: String, binds: [SQLiteValue])? {
+        condition(identity, column: column)
+    }
+
+    /// SQL condition restricting rows to those `identity` may write, or nil for the master key.
+    public static func writeCondition(_ identity: Identity, column: String = "wperm") -> (sql: String, binds: [SQLiteValue])? {
+        condition(identity, column: column)
+    }
+
+    static func condition(_ identity: Identity, column: String) -> (sql: String, binds: [SQLiteValue])? {
+        switch identity {
+        case .master: return nil
+        case .anonymous: return ("\(column) IS NULL", [])
+        case .user(let uid): return ("(\(column) IS NULL OR instr(\(column), ?) > 0)", [.text("|\(uid)|")])
+        }
+    }
+
+    /// Whether a permission column value admits `identity`.
+    public static func admits(_ perm: String?, _ identity: Identity) -> Bool {
+        guard let perm else { return true }
+        switch identity {
+        case .master: return true
+        case .anonymous: return false
+        case .user(let uid): return perm.contains("|\(uid)|")
+        }
+    }
+}
