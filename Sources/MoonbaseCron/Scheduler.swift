@@ -1,0 +1,158 @@
+import Foundation
+import MoonbaseCore
+import MoonbaseJSON
+import Synchronization
+
+/// The cron service: keeps the loaded schedules, fires due jobs, and guards against overlap.
+///
+/// - **Ticks.** `tick(now:)` fires every schedule whose next time is at or before `now`, once,
+///   however many of its times passed since the last tick, then computes its next time after
+///   `now`. In production a timer thread (started by `start()`) ticks at each schedule's next
+///   time (and at least once a second, so clock jumps are noticed); tests drive `tick` with a
+///   `ManualClock`.
+/// - **Missed ticks are not replayed.** Next times are computed from the moment schedules are
+///   loaded (process start or reload): times that passed while the process was down, or while a
+///   tick was late, are dropped (the late tick fires once).
+/// - **Overlap.** One run per job name at a time. A tick or `runNow` that finds the job running
+///   records a `skipped` row (and `runNow` returns its id) instead of starting it again.
+/// - **Runs.** Each run gets a thread of its own (`JobRunner` contract) and a `_JobStatus` row
+///   through `JobRunRecorder`.
+/// - **Reload.** `reload(_:)` swaps the schedule set atomically; a schedule present before and
+///   after (same expression, zone, job and params) keeps its next time, others start from now.
+/// - **`@reboot`** fires once, in `start()`; lines added by a later reload do not fire.
+/// - **Start** marks runs a crash left `running` as failed (`failInterruptedRuns`).
+/// - **Shutdown** (`shutdown(timeoutMs:)`) stops ticking and starting, flags runs cancelled,
+///   waits for them up to the bound, then records the stragglers as failed.
+///
+/// `Sendable`: all mutable state is behind one `Mutex`; the recorder and runner are called
+/// outside it.
+public final class Scheduler: Sendable {
+    /// Tunables.
+    public struct Options: Sendable {
+        /// Minimum time between two progress writes of one run.
+        public var progressIntervalMs: Int64 = 1000
+        /// The timer thread's longest sleep (ticks at least this often).
+        public var maxSleepMs: Int64 = 1000
+        public init() {}
+    }
+
+    /// What one tick or start did, per schedule it fired (for logs and tests).
+    public struct Fired: Sendable, Equatable {
+        public var job: String
+        public var location: String
+        public var runId: String
+        /// `.running` when started, `.skipped` when the job was still running, `.failed` when it
+        /// could not be started (undefined job, recorder error).
+        public var status: JobRunStatus
+    }
+
+    struct Slot {
+        var entry: CronEntry
+        var next: Int64?
+    }
+
+    enum RunPhase { case running, finishing, abandoned }
+
+    struct Running {
+        var runId: String?
+        var run: JobRun?
+        var phase: RunPhase = .running
+    }
+
+    struct State {
+        var slots: [Slot] = []
+        var running: [String: Running] = [:]
+        var accepting = true
+        var started = false
+        var timerStop = false
+    }
+
+    let runner: any JobRunner
+    let recorder: any JobRunRecorder
+    let clock: any HostClock
+    let options: Options
+    let state = Mutex(State())
+    let wakeup = Wakeup()
+
+    /// - Parameters:
+    ///   - runner: runs jobs (MoonbaseHost, over Cloud Code).
+    ///   - recorder: writes `_JobStatus` rows (MoonbaseHost, over the store).
+    ///   - clock: the time source for ticks, row times and the progress throttle.
+    ///   - files: the initial schedules (`CronFile.loadDirectory`).
+    public init(runner: any JobRunner, recorder: any JobRunRecorder, clock: any HostClock,
+                files: [CronFile] = [], options: Options = Options()) {
+        self.runner = runner
+        self.recorder = recorder
+        self.clock = clock
+        self.options = options
+        reload(files)
+    }
+
+    /// Replaces the schedules (hot reload of the cron directory), atomically.
+    public func reload(_ files: [CronFile]) {
+        let now = clock.nowMillis()
+        state.withLock { s in
+            var kept: [String: [Int64?]] = [:]
+            for slot in s.slots { kept[slot.entry.scheduleKey, default: []].append(slot.next) }
+            s.slots = files.flatMap(\.entries).map { entry in
+                if var queue = kept[entry.scheduleKey], !queue.isEmpty {
+                    let next = queue.removeFirst()
+                    kept[entry.scheduleKey] = queue
+                    return Slot(entry: entry, next: next)
+                }
+                return Slot(entry: entry, next: entry.expression.nextDate(after: now, in: entry.timeZone))
+            }
+        }
+        wakeup.signal()
+    }
+
+    /// The loaded schedules, in file order.
+    public var entries: [CronEntry] { state.withLock { $0.slots.map(\.entry) } }
+
+    /// Starts the service: crash recovery, `@reboot` schedules, then (unless `runTimer` is
+    /// false, as in tests) the timer thread. Calling it again does nothing.
+    @discardableResult
+    public func start(runTimer: Bool = true) -> [Fired] {
+        let first = state.withLock { s in
+            defer { s.started = true }
+            return !s.started
+        }
+        guard first else { return [] }
+        let now = clock.nowMillis()
+        let recovered = recorder.failInterruptedRuns(at: now)
+        if recovered > 0 { Log.warn("cron: marked \(recovered) interrupted job run(s) failed") }
+        let reboots = state.withLock { s in s.slots.filter { $0.entry.expression.isReboot }.map(\.entry) }
+        let fired = reboots.map { fire($0.job, params: $0.params, source: .cron, location: $0.location, at: now) }
+        if runTimer { JobThread.spawn { [self] in timerLoop() } }
+        return fired
+    }
+
+    /// Fires every schedule due at `now` (see the type's documentation).
+    @discardableResult
+    public func tick(now: Int64) -> [Fired] {
+        let due: [CronEntry] = state.withLock { s in
+            guard s.accepting else { return [] }
+            var due: [CronEntry] = []
+            for i in s.slots.indices {
+                guard let next = s.slots[i].next, next <= now else { continue }
+                due.append(s.slots[i].entry)
+                s.slots[i].next = s.slots[i].entry.expression.nextDate(after: now, in: s.slots[i].entry.timeZone)
+            }
+            return due
+        }
+        return due.map { fire($0.job, params: $0.params, source: .cron, location: $0.location, at: now) }
+    }
+
+    /// The earliest next fire time of any schedule.
+    public var nextFireTime: Int64? { state.withLock { s in s.slots.compactMap(\.next).min() } }
+
+    private func timerLoop() {
+        while true {
+            if state.withLock({ $0.timerStop }) { return }
+            tick(now: clock.nowMillis())
+            var sleep = options.maxSleepMs
+            if let next = nextFireTime { sleep = min(sleep, max(1, next - clock.nowMillis())) }
+            wakeup.wait(timeoutMs: sleep)
+        }
+    }
+}
