@@ -1,0 +1,195 @@
+import Foundation
+import MoonbaseCore
+import MoonbaseSQLite
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct SQLiteDatabaseTests {
+    let f: StorageFixture
+    init() throws {
+        f = try StorageFixture()
+        try f.database.write { (tx) throws(ParseError) in
+            try tx.connection.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT UNIQUE, n INTEGER DEFAULT 0)")
+        }
+    }
+
+    func count(_ sql: String = "SELECT count(*) FROM t") throws -> Int64 {
+        try f.database.read { (c) throws(ParseError) -> Int64 in
+            if case .integer(let n)? = try c.scalar(sql) { return n }
+            return -1
+        }
+    }
+
+    @Test func pragmasAreApplied() throws {
+        let mode = try f.database.read { (c) throws(ParseError) in try c.scalar("PRAGMA journal_mode") }
+        #expect(mode == .text("wal"))
+        let fk = try f.database.read { (c) throws(ParseError) in try c.scalar("PRAGMA foreign_keys") }
+        #expect(fk == .integer(1))
+        let cache = try f.database.read { (c) throws(ParseError) in try c.scalar("PRAGMA cache_size") }
+        #expect(cache == .integer(-4096))
+        let sd = try f.database.read { (c) throws(ParseError) in try c.scalar("PRAGMA secure_delete") }
+        #expect(sd == .integer(0))
+    }
+
+    @Test func writeCommitsAndErrorRollsBack() throws {
+        try f.database.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(v) VALUES('a')") }
+        #expect(try count() == 1)
+        let code = parseCode {
+            try f.database.write { (tx) throws(ParseError) in
+                try tx.connection.run("INSERT INTO t(v) VALUES('b')")
+                throw ParseError(.validationError, "no")
+            }
+        }
+        #expect(code == 142)
+        #expect(try count() == 1)
+    }
+
+    @Test func nestedWriteJoinsAndItsFailureIsContained() throws {
+        try f.database.write { (tx) throws(ParseError) in
+            try tx.connection.run("INSERT INTO t(v) VALUES('outer')")
+            // A nested write on the same thread joins (no deadlock) and sees the outer row.
+            try f.database.write { (inner) throws(ParseError) in
+                #expect(inner === tx)
+                try inner.connection.run("INSERT INTO t(v) VALUES('inner')")
+            }
+            // A failing nested write rolls back only its own part when the caller catches it.
+            let code = parseCode {
+                try f.database.write { (inner) throws(ParseError) in
+                    try inner.connection.run("INSERT INTO t(v) VALUES('doomed')")
+                    try inner.connection.run("INSERT INTO t(v) VALUES('outer')")  // unique violation
+                }
+            }
+            #expect(code == 137)
+            // Reads inside the transaction use the writer and see its rows.
+            let seen = try f.database.read { (c) throws(ParseError) in try c.scalar("SELECT count(*) FROM t") }
+            #expect(seen == .integer(2))
+        }
+        #expect(try count("SELECT count(*) FROM t WHERE v IN ('outer','inner')") == 2)
+        #expect(try count("SELECT count(*) FROM t WHERE v = 'doomed'") == 0)
+    }
+
+    @Test func outerErrorRollsBackNestedWork() throws {
+        _ = parseCode {
+            try f.database.write { (tx) throws(ParseError) in
+                try f.database.write { (inner) throws(ParseError) in try inner.connection.run("INSERT INTO t(v) VALUES('x')") }
+                throw ParseError(.scriptFailed, "boom")
+            }
+        }
+        #expect(try count() == 0)
+    }
+
+    @Test func otherThreadsDoNotSeeUncommittedWrites() throws {
+        try f.database.write { (tx) throws(ParseError) in
+            try tx.connection.run("INSERT INTO t(v) VALUES('pending')")
+            let db = f.database
+            let seen = LockedBox<Int64>(-1)
+            runConcurrently(1) { _ in
+                let v = try? db.read { (c) throws(ParseError) in try c.scalar("SELECT count(*) FROM t") }
+                if case .integer(let n)? = v { seen.set(n) }
+            }
+            #expect(seen.get() == 0)
+        }
+        #expect(try count() == 1)
+    }
+
+    @Test func concurrentWritersAreSerialised() throws {
+        try f.database.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(id, v) VALUES(1, 'c')") }
+        let db = f.database
+        let errors = LockedBox(0)
+        runConcurrently(4) { _ in
+            for _ in 0..<100 {
+                do {
+                    try db.write { (tx) throws(ParseError) in
+                        // read-modify-write is safe inside one serialised transaction
+                        guard case .integer(let n)? = try tx.connection.scalar("SELECT n FROM t WHERE id = 1") else { return }
+                        try tx.connection.run("UPDATE t SET n = ? WHERE id = 1", [.integer(n + 1)])
+                    }
+                } catch {
+                    errors.update { $0 += 1 }
+                }
+            }
+        }
+        #expect(errors.get() == 0)
+        #expect(try count("SELECT n FROM t WHERE id = 1") == 400)
+    }
+
+    @Test func regexpFunction() throws {
+        func match(_ pattern: String, _ text: String, _ opts: String? = nil) throws(ParseError) -> SQLiteValue? {
+            try f.database.read { (c) throws(ParseError) in
+                if let opts { return try c.scalar("SELECT regexp(?, ?, ?)", [.text(pattern), .text(text), .text(opts)]) }
+                return try c.scalar("SELECT ? REGEXP ?", [.text(text), .text(pattern)])
+            }
+        }
+        #expect(try match("^caf(e|é)+$", "cafe") == .integer(1))
+        #expect(try match("^Hello", "hello world") == .integer(0))
+        #expect(try match("^Hello", "hello world", "i") == .integer(1))
+        #expect(try match("[0-9]{3}", "ab12c") == .integer(0))
+        #expect(try match("a", "b", "") == .integer(0))
+        let ok = String(repeating: "a", count: 256)
+        #expect(try match(ok, ok) == .integer(1))
+        #expect(parseCode { try match(String(repeating: "a", count: 257), "a") } == 102)
+        #expect(parseCode { try match("(a)\\1", "aa") } == 102)
+        #expect(parseCode { try match("(unclosed", "x") } == 102)
+        #expect(try match("\\\\1", "\\1") == .integer(1))  // an escaped backslash, not a back-reference
+        let null = try f.database.read { (c) throws(ParseError) in try c.scalar("SELECT regexp('a', NULL)") }
+        #expect(null == .null)
+    }
+
+    @Test func geoDistanceIsHaversineInRadians() throws {
+        let d = try f.database.read { (c) throws(ParseError) in
+            try c.scalar("SELECT geo_distance(?, ?, ?, ?)", [.real(0), .real(0), .real(0), .real(90)])
+        }
+        guard case .real(let r)? = d else { Issue.record("no result"); return }
+        #expect(abs(r - Double.pi / 2) < 1e-12)
+        // Paris → London is about 343.5 km.
+        let km = geoDistanceRadians(lat1: 48.8566, lng1: 2.3522, lat2: 51.5074, lng2: -0.1278) * 6371.0
+        #expect(abs(km - 343.5) < 1.5)
+    }
+
+    @Test func requestIdsAreDedupedForFiveMinutes() throws {
+        let t0: Int64 = 1_790_000_000_000
+        #expect(try f.database.recordRequestId("req-1", now: t0))
+        #expect(try !f.database.recordRequestId("req-1", now: t0 + 1000))
+        #expect(try f.database.recordRequestId("req-2", now: t0 + 1000))
+        #expect(try !f.database.recordRequestId("req-1", now: t0 + 299_999))
+        #expect(try f.database.recordRequestId("req-1", now: t0 + 300_001 + 1000))
+    }
+
+    @Test func backupCopiesTheDatabase() throws {
+        try f.database.write { (tx) throws(ParseError) in
+            for i in 0..<50 { try tx.connection.run("INSERT INTO t(v) VALUES(?)", [.text("row\(i)")]) }
+        }
+        let out = f.dir + "/backup.sqlite"
+        try f.database.backup(to: out)
+        let copy = try Connection(path: out)
+        #expect(try copy.scalar("SELECT count(*) FROM t") == .integer(50))
+        copy.close()
+        try f.database.checkpoint()
+    }
+
+    @Test func statementsAreCachedAndReentrantUseIsSafe() throws {
+        try f.database.write { (tx) throws(ParseError) in
+            for i in 0..<3 { try tx.connection.run("INSERT INTO t(v) VALUES(?)", [.text("r\(i)")]) }
+            var outer = 0
+            try tx.connection.query("SELECT v FROM t ORDER BY id") { (_) throws(ParseError) in
+                outer += 1
+                // Same SQL while the cached statement is mid-iteration: gets its own statement.
+                var inner = 0
+                try tx.connection.query("SELECT v FROM t ORDER BY id") { (_) throws(ParseError) in inner += 1 }
+                #expect(inner == 3)
+            }
+            #expect(outer == 3)
+        }
+    }
+}
+
+/// A value shared between test threads.
+final class LockedBox<T: Sendable>: @unchecked Sendable {
+    // @unchecked Sendable: every access goes through `lock`.
+    private var value: T
+    private let lock = NSLock()
+    init(_ v: T) { value = v }
+    func get() -> T { lock.lock(); defer { lock.unlock() }; return value }
+    func set(_ v: T) { lock.lock(); value = v; lock.unlock() }
+    func update(_ f: (inout T) -> Void) { lock.lock(); f(&value); lock.unlock() }
+}
