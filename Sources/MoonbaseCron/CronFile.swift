@@ -11,6 +11,8 @@ public struct CronEntry: Sendable, Equatable {
     public let expression: CronExpression
     /// The zone the schedule's fields are read in (`CRON_TZ`, UTC by default).
     public let timeZone: TimeZone
+    /// The zone's name as written after `CRON_TZ=` (`UTC` by default).
+    public let timeZoneName: String
     /// The name given to `cloud.job`.
     public let job: String
     /// 1-based column of the job name (for "undefined job" errors).
@@ -24,7 +26,7 @@ public struct CronEntry: Sendable, Equatable {
     /// Two entries with the same key describe the same schedule (used to keep a schedule's next
     /// fire time across a reload that did not change it).
     var scheduleKey: String {
-        "\(expression.source)\u{1}\(timeZone.identifier)\u{1}\(job)\u{1}\(JSON.encodeString(.object(params)))"
+        "\(expression.source)\u{1}\(timeZoneName)\u{1}\(job)\u{1}\(JSON.encodeString(.object(params)))"
     }
 }
 
@@ -63,10 +65,11 @@ public struct CronFile: Sendable, Equatable {
         self.file = file
         var entries: [CronEntry] = []
         var zone = TimeZone(identifier: "UTC")!
+        var zoneName = "UTC"
         var lineNo = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        for rawLine in text.utf8.split(separator: 10, omittingEmptySubsequences: false) {
             lineNo += 1
-            var bytes = Array(rawLine.utf8)
+            var bytes = Array(rawLine)
             if bytes.last == 13 { bytes.removeLast() }
             var i = 0
             while i < bytes.count && CronExpression.isSpace(bytes[i]) { i += 1 }
@@ -88,6 +91,7 @@ public struct CronFile: Sendable, Equatable {
                     throw fail("unknown time zone '\(value)' (use an IANA name such as Europe/Berlin)", valueStart)
                 }
                 zone = tz
+                zoneName = value
                 continue
             }
             // The expression: one macro token or five fields.
@@ -125,7 +129,7 @@ public struct CronFile: Sendable, Equatable {
                 params = object
             }
             entries.append(CronEntry(file: file, line: lineNo, expression: expression, timeZone: zone,
-                                     job: job, jobColumn: col(jobStart), params: params))
+                                     timeZoneName: zoneName, job: job, jobColumn: col(jobStart), params: params))
         }
         self.entries = entries
     }

@@ -45,7 +45,7 @@ public struct ScheduleListing: Sendable, Equatable {
     }
 
     static func entry(_ e: CronEntry, after now: Int64, count: Int, running: String?) -> ScheduleListing {
-        ScheduleListing(location: e.location, schedule: e.expression.source, timeZone: e.timeZone.identifier,
+        ScheduleListing(location: e.location, schedule: e.expression.source, timeZone: e.timeZoneName,
                         job: e.job, params: e.params,
                         next: e.expression.nextDates(after: now, count: count, in: e.timeZone),
                         runningRunId: running)
