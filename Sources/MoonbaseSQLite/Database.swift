@@ -78,6 +78,7 @@ public final class Database: Sendable {
     /// error). Nested on a thread already writing: joins the open transaction in a savepoint.
     /// - Throws: the body's error, or `ParseError` 1 "database busy" after
     ///   `writeLockTimeoutMillis`, or the commit failure.
+    @discardableResult
     public func write<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         let state = ThreadDatabaseState.current.value
         if let tx = state.transaction(for: serial) { return try tx.nested(body) }

@@ -1,0 +1,217 @@
+import Foundation
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+@testable import MoonbaseStore
+import Testing
+
+@Suite(.timeLimit(.minutes(1)))
+struct StorageWriteTests {
+    let f: StorageFixture
+    init() throws { f = try StorageFixture() }
+
+    @Test func insertReturnsParseShapedObject() throws {
+        let o = try f.store.insert("Post", fields: ["text": "hello", "likes": 0], acl: nil, identity: .anonymous)
+        #expect(o.objectId.utf8.count == 10)
+        #expect(o.createdAt == f.clock.nowMillis() && o.updatedAt == o.createdAt)
+        let text = String(decoding: o.jsonBytes(for: .anonymous), as: UTF8.self)
+        #expect(text == "{\"objectId\":\"\(o.objectId)\",\"createdAt\":\"2026-09-21T14:13:20.000Z\",\"updatedAt\":\"2026-09-21T14:13:20.000Z\",\"text\":\"hello\",\"likes\":0}")
+        let got = try f.store.get("Post", objectId: o.objectId, identity: .anonymous)
+        #expect(got == o)
+    }
+
+    @Test func typedValuesRoundTripCanonically() throws {
+        let body = try StorageFixture.obj("""
+            {"when":{"__type":"Date","iso":"2026-11-29T21:23:45+01:00"},
+             "at":{"__type":"GeoPoint","latitude":48.85,"longitude":2.35},
+             "author":{"__type":"Pointer","className":"_User","objectId":"u1"},
+             "photo":{"__type":"File","name":"a.jpg","url":"http://x/a.jpg"},
+             "tags":["a",{"__type":"Date","iso":"2026-01-01"}],
+             "meta":{"n":1,"deep":{"ok":true}}}
+            """)
+        let o = try f.store.insert("Thing", fields: body, acl: nil, identity: .master)
+        let j = try f.json(o)
+        #expect(j["when"] == ["__type": "Date", "iso": "2026-11-29T20:23:45.000Z"])
+        #expect(j["at"] == ["__type": "GeoPoint", "latitude": 48.85, "longitude": 2.35])
+        #expect(j["author"] == ["__type": "Pointer", "className": "_User", "objectId": "u1"])
+        #expect(j["photo"]?["name"] == "a.jpg")
+        #expect(j["tags"]?.arrayValue?[1] == ["__type": "Date", "iso": "2026-01-01T00:00:00.000Z"])
+        #expect(j["meta"]?["deep"]?["ok"] == true)
+        let s = try #require(f.store.schema("Thing"))
+        #expect(s.fields["when"]?.type == .date)
+        #expect(s.fields["at"]?.type == .geoPoint)
+        #expect(s.fields["author"] == FieldInfo(type: .pointer, targetClass: "_User"))
+        #expect(s.fields["tags"]?.type == .array && s.fields["meta"]?.type == .object)
+    }
+
+    @Test func badTypedValuesAreRefused() throws {
+        #expect(parseCode { try f.store.insert("T", fields: ["d": ["__type": "Date", "iso": "yesterday"]], acl: nil, identity: .master) } == 111)
+        #expect(parseCode { try f.store.insert("T", fields: ["g": ["__type": "GeoPoint", "latitude": 91, "longitude": 0]], acl: nil, identity: .master) } == 111)
+        #expect(parseCode { try f.store.insert("T", fields: ["g": ["__type": "GeoPoint", "latitude": "1", "longitude": 0]], acl: nil, identity: .master) } == 111)
+        #expect(parseCode { try f.store.insert("T", fields: ["p": ["__type": "Pointer", "className": "x y", "objectId": "1"]], acl: nil, identity: .master) } == 106)
+        #expect(parseCode { try f.store.insert("T", fields: ["o": ["$where": 1]], acl: nil, identity: .master) } == 105)
+        #expect(parseCode { try f.store.insert("T", fields: ["o": ["a.b": 1]], acl: nil, identity: .master) } == 105)
+        #expect(parseCode { try f.store.insert("T", fields: ["objectId": "abc"], acl: nil, identity: .master) } == 105)
+    }
+
+    @Test func fieldKeepsItsFirstType() throws {
+        let o = try f.store.insert("Post", fields: ["likes": 1], acl: nil, identity: .master)
+        do {
+            _ = try f.store.insert("Post", fields: ["likes": "many"], acl: nil, identity: .master)
+            Issue.record("mismatch accepted")
+        } catch {
+            #expect(error.code == .incorrectType)
+            #expect(error.message == "schema mismatch for Post.likes; expected Number but got String")
+        }
+        #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["likes": true], identity: .master) } == 111)
+        #expect(parseCode { try f.store.insert("Post", fields: ["who": ["__type": "Pointer", "className": "_User", "objectId": "a"]], acl: nil, identity: .master) } == nil)
+        #expect(parseCode { try f.store.insert("Post", fields: ["who": ["__type": "Pointer", "className": "Post", "objectId": "a"]], acl: nil, identity: .master) } == 111)
+    }
+
+    @Test(arguments: ["Post\"; DROP TABLE x; --", "a b", "1abc", "_mb_schema", "Post__geo__x", "", "x'y", "_Secret"])
+    func invalidClassNamesAreRefused(_ name: String) throws {
+        #expect(parseCode { try f.store.insert(name, fields: ["a": 1], acl: nil, identity: .master) } == 103)
+    }
+
+    @Test(arguments: ["a'b", "x\") FROM t; --", "$set", "a.b", "_hashed_password", "1x", "a-b", ""])
+    func invalidFieldNamesAreRefused(_ name: String) throws {
+        #expect(parseCode { try f.store.insert("Post", fields: JSONObject([.init(name, 1)]), acl: nil, identity: .master) } == 105)
+        let o = try f.store.insert("Post", fields: ["ok": 1], acl: nil, identity: .master)
+        #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: JSONObject([.init(name, 1)]), identity: .master) } == 105)
+    }
+
+    @Test func injectionInValuesAndIdsStaysData() throws {
+        let evil = "x'); DROP TABLE \"Post\"; --"
+        let o = try f.store.insert("Post", fields: ["text": .string(evil)], acl: nil, identity: .master)
+        #expect(try f.json(o)["text"] == .string(evil))
+        #expect(parseCode { try f.store.update("Post", objectId: evil, changes: ["text": "y"], identity: .master) } == 101)
+        #expect(try f.store.get("Post", objectId: o.objectId, identity: .master) != nil)
+    }
+
+    @Test func updateOperatorsApplyInSQL() throws {
+        let o = try f.store.insert("Post", fields: ["likes": 1, "tags": ["a"], "gone": "x", "score": 1.5], acl: nil, identity: .master)
+        let u = try f.store.update("Post", objectId: o.objectId, changes: try StorageFixture.obj("""
+            {"likes":{"__op":"Increment","amount":2},"score":{"__op":"Increment","amount":-0.5},
+             "tags":{"__op":"AddUnique","objects":["a","b","b"]},"gone":{"__op":"Delete"},
+             "list":{"__op":"Add","objects":[1,1]},"text":"new","flag":true}
+            """), identity: .master)
+        let j = try f.json(u)
+        #expect(j["likes"] == 3)
+        #expect(j["score"]?.doubleValue == 1.0)
+        #expect(j["tags"] == ["a", "b"])
+        #expect(j["gone"] == nil)
+        #expect(j["list"] == [1, 1])
+        #expect(j["text"] == "new" && j["flag"] == true)
+        let r = try f.store.update("Post", objectId: o.objectId, changes: ["list": ["__op": "Remove", "objects": [1]], "tags": ["__op": "Remove", "objects": ["a"]]], identity: .master)
+        #expect(try f.json(r)["list"] == [])
+        #expect(try f.json(r)["tags"] == ["b"])
+        #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["text": ["__op": "Increment", "amount": 1]], identity: .master) } == 111)
+        #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["likes": ["__op": "Increment", "amount": "1"]], identity: .master) } == 111)
+        #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["likes": ["__op": "Explode"]], identity: .master) } == 111)
+    }
+
+    @Test func concurrentIncrementsAreExact() throws {
+        let o = try f.store.insert("Post", fields: ["likes": 0], acl: nil, identity: .master)
+        let store = f.store
+        let threads = 4, per = 100
+        let failures = LockedBox(0)
+        runConcurrently(threads) { _ in
+            for _ in 0..<per {
+                do {
+                    _ = try store.update("Post", objectId: o.objectId, changes: ["likes": ["__op": "Increment", "amount": 1]], identity: .master)
+                } catch {
+                    failures.update { $0 += 1 }
+                }
+            }
+        }
+        #expect(failures.get() == 0)
+        let final = try #require(try f.store.get("Post", objectId: o.objectId, identity: .master))
+        #expect(try final.fields()["likes"] == .int(Int64(threads * per)))
+    }
+
+    @Test func aclDefaultsAndWriteRefusal() throws {
+        let mine = try f.store.insert("Post", fields: ["t": 1], acl: nil, identity: .user("alice"))
+        #expect(try f.json(mine)["ACL"] == ["*": ["read": true], "alice": ["read": true, "write": true]])
+        let anon = try f.store.insert("Post", fields: ["t": 2], acl: nil, identity: .anonymous)
+        #expect(anon.acl == nil)
+        let master = try f.store.insert("Post", fields: ["t": 3], acl: nil, identity: .master)
+        #expect(master.acl == nil)
+        // Others may read alice's object but not write it: 101 as if it did not exist.
+        #expect(try f.store.get("Post", objectId: mine.objectId, identity: .user("bob")) != nil)
+        #expect(parseCode { try f.store.update("Post", objectId: mine.objectId, changes: ["t": 9], identity: .user("bob")) } == 101)
+        #expect(parseCode { try f.store.update("Post", objectId: mine.objectId, changes: ["t": 9], identity: .anonymous) } == 101)
+        #expect(parseCode { try f.store.delete("Post", objectId: mine.objectId, identity: .user("bob")) } == 101)
+        #expect(try f.store.update("Post", objectId: mine.objectId, changes: ["t": 9], identity: .user("alice")).objectId == mine.objectId)
+        // A private object is invisible to others.
+        let secret = try f.store.insert("Post", fields: ["t": 4], acl: ["alice": ["read": true, "write": true]], identity: .user("alice"))
+        #expect(try f.store.get("Post", objectId: secret.objectId, identity: .user("bob")) == nil)
+        #expect(try f.store.get("Post", objectId: secret.objectId, identity: .anonymous) == nil)
+        #expect(try f.store.get("Post", objectId: secret.objectId, identity: .master) != nil)
+        // Bad ACLs: 123.
+        #expect(parseCode { try f.store.insert("Post", fields: ["t": 5], acl: ["alice": ["read": "yes"]], identity: .master) } == 123)
+        #expect(parseCode { try f.store.insert("Post", fields: ["t": 5], acl: "public", identity: .master) } == 123)
+        #expect(parseCode { try f.store.update("Post", objectId: anon.objectId, changes: ["ACL": ["x y": ["read": true]]], identity: .master) } == 123)
+        // Anonymous objects are public write; master deletes anything.
+        try f.store.delete("Post", objectId: anon.objectId, identity: .anonymous)
+        try f.store.delete("Post", objectId: secret.objectId, identity: .master)
+        #expect(parseCode { try f.store.delete("Post", objectId: secret.objectId, identity: .master) } == 101)
+    }
+
+    @Test func classLevelPermissions() throws {
+        try f.store.setClassPermissions("Reaction", ["create": [:], "update": [:]])
+        #expect(parseCode { try f.store.insert("Reaction", fields: ["kind": "like"], acl: nil, identity: .user("u1")) } == 119)
+        let r = try f.store.insert("Reaction", fields: ["kind": "like"], acl: nil, identity: .master)
+        #expect(parseCode { try f.store.update("Reaction", objectId: r.objectId, changes: ["kind": "dislike"], identity: .anonymous) } == 119)
+        try f.store.setClassPermissions("Comment", ["create": ["requiresAuthentication": true], "addField": ["admin": true]])
+        #expect(parseCode { try f.store.insert("Comment", fields: [:], acl: nil, identity: .anonymous) } == 119)
+        #expect(parseCode { try f.store.insert("Comment", fields: [:], acl: nil, identity: .user("u1")) } == nil)
+        #expect(parseCode { try f.store.insert("Comment", fields: ["text": "new field"], acl: nil, identity: .user("u1")) } == 119)
+        #expect(parseCode { try f.store.insert("Comment", fields: ["text": "new field"], acl: nil, identity: .user("admin")) } == nil)
+        #expect(parseCode { try f.store.insert("_Session", fields: ["a": 1], acl: nil, identity: .user("u1")) } == 119)
+        #expect(parseCode { try f.store.checkCLP(.find, "_JobStatus", .anonymous) } == 119)
+        #expect(parseCode { try f.store.setClassPermissions("Post", ["destroy": ["*": true]]) } == 107)
+        let clp = f.store.getSchema("Reaction")?["classLevelPermissions"]
+        #expect(clp?["create"] == [:] && clp?["find"] == ["*": true])
+    }
+
+    @Test func userSerialisationHidesSecrets() throws {
+        let u = try f.store.database.write { (tx) throws(ParseError) in
+            try tx.insert("_User", fields: ["username": "ann", "email": "ann@example.com", "_hashed_password": "$argon2id$x"],
+                          identity: .anonymous, allowInternalFields: true)
+        }
+        #expect(try f.json(u)["ACL"] == ["*": ["read": true], .init(stringLiteral: u.objectId): ["read": true, "write": true]])
+        for viewer in [Identity.anonymous, .user("other"), .user(u.objectId), .master] {
+            let text = String(decoding: u.jsonBytes(for: viewer), as: UTF8.self)
+            #expect(!text.contains("_hashed_password") && !text.contains("argon2"))
+            #expect(text.contains("ann@example.com") == (viewer == .master || viewer == .user(u.objectId)))
+        }
+        #expect(parseCode { try f.store.insert("_User", fields: ["_hashed_password": "x"], acl: nil, identity: .master) } == 105)
+    }
+
+    @Test func failedWriteLeavesNoSchemaBehind() throws {
+        _ = parseCode {
+            try f.store.database.write { (tx) throws(ParseError) in
+                _ = try tx.insert("Ghost", fields: ["a": 1], identity: .master)
+                #expect(f.store.schema("Ghost") != nil)  // the writer sees its own new class
+                throw ParseError(.validationError, "abort")
+            }
+        }
+        #expect(f.store.schema("Ghost") == nil)
+        try f.store.catalog.reload()
+        #expect(f.store.schema("Ghost") == nil)
+        // The schema survives a reload once committed.
+        _ = try f.store.insert("Real", fields: ["a": 1], acl: nil, identity: .master)
+        try f.store.catalog.reload()
+        #expect(f.store.schema("Real")?.fields["a"]?.type == .number)
+    }
+
+    @Test func setBasedUpdateAndDelete() throws {
+        for i in 0..<10 { _ = try f.store.insert("Job", fields: ["n": .int(Int64(i))], acl: nil, identity: .master) }
+        let lowN = CompiledWhere(sql: "json_extract(t.data,'$.n') < ?", binds: [.integer(5)])
+        #expect(try f.store.updateWhere("Job", where: lowN, changes: ["n": ["__op": "Increment", "amount": 100]], identity: .master) == 5)
+        let big = CompiledWhere(sql: "json_extract(t.data,'$.n') >= ?", binds: [.integer(100)])
+        #expect(try f.store.deleteWhere("Job", where: big, identity: .master) == 5)
+        #expect(try f.store.deleteWhere("Nope", where: .all, identity: .master) == 0)
+        #expect(try f.store.deleteWhere("Job", where: .all, identity: .anonymous) == 5)
+    }
+}
