@@ -6,34 +6,32 @@ extension Metrics {
     public func render() -> String {
         let defs = families.withLock { $0 }
         let table = merged()
-        var byFamily = [[(labels: [String], series: Series)]](repeating: [], count: defs.count)
-        for (key, series) in table where key.family < defs.count { byFamily[key.family].append((key.labels, series)) }
+        var byFamily = [[MetricSample]](repeating: [], count: defs.count)
+        for (key, series) in table where key.family < defs.count {
+            byFamily[key.family].append(MetricSample(labels: key.labels, value: series.value, count: series.count, buckets: series.buckets))
+        }
         var out = ""
         out.reserveCapacity(256 * defs.count)
         for (id, f) in defs.enumerated() {
             out += "# HELP \(f.name) \(Self.escapeHelp(f.help))\n# TYPE \(f.name) \(f.kind.rawValue)\n"
-            switch f.kind {
-            case .counter:
-                for s in byFamily[id].sorted(by: { $0.labels.lexicographicallyPrecedes($1.labels) }) {
-                    out += f.name + Self.labelSet(f.labelNames, s.labels) + " " + Self.format(s.series.value) + "\n"
-                }
-            case .gauge:
-                for s in (f.sample?() ?? []).sorted(by: { $0.labels.lexicographicallyPrecedes($1.labels) })
-                where s.labels.count == f.labelNames.count {
+            let samples = (f.sample?() ?? byFamily[id])
+                .filter { $0.labels.count == f.labelNames.count }
+                .sorted { $0.labels.lexicographicallyPrecedes($1.labels) }
+            for s in samples {
+                switch f.kind {
+                case .counter, .gauge:
                     out += f.name + Self.labelSet(f.labelNames, s.labels) + " " + Self.format(s.value) + "\n"
-                }
-            case .histogram:
-                for s in byFamily[id].sorted(by: { $0.labels.lexicographicallyPrecedes($1.labels) }) {
+                case .histogram:
                     var cumulative: UInt64 = 0
                     for (i, bound) in (f.buckets + [.infinity]).enumerated() {
-                        cumulative &+= i < s.series.buckets.count ? s.series.buckets[i] : 0
+                        cumulative &+= i < s.buckets.count ? s.buckets[i] : 0
                         out += f.name + "_bucket"
                             + Self.labelSet(f.labelNames + ["le"], s.labels + [Self.format(bound)])
                             + " " + String(cumulative) + "\n"
                     }
                     let labels = Self.labelSet(f.labelNames, s.labels)
-                    out += f.name + "_sum" + labels + " " + Self.format(s.series.value) + "\n"
-                    out += f.name + "_count" + labels + " " + String(s.series.count) + "\n"
+                    out += f.name + "_sum" + labels + " " + Self.format(s.value) + "\n"
+                    out += f.name + "_count" + labels + " " + String(s.count) + "\n"
                 }
             }
         }

@@ -26,7 +26,7 @@ public final class Metrics: Sendable {
         let kind: Kind
         let labelNames: [String]
         let buckets: [Double]
-        let sample: (@Sendable () -> [(labels: [String], value: Double)])?
+        let sample: (@Sendable () -> [MetricSample])?
     }
 
     struct SeriesKey: Hashable, Sendable {
@@ -72,8 +72,23 @@ public final class Metrics: Sendable {
     /// Registers a gauge whose series are read from `sample` at each render (queue depths,
     /// connections, pending usage rows). `sample` must be cheap and must not call `render`.
     public func gauge(_ name: String, help: String, labels: [String] = [],
-                      sample: @escaping @Sendable () -> [(labels: [String], value: Double)]) {
+                      sample: @escaping @Sendable () -> [MetricSample]) {
         _ = register(Family(name: name, help: help, kind: .gauge, labelNames: labels, buckets: [], sample: sample))
+    }
+
+    /// Registers a counter whose series are read from `sample` at each render, for components that
+    /// keep their own cheaper counters (`ServerMetrics`). Values must never decrease.
+    public func counter(_ name: String, help: String, labels: [String] = [],
+                        sample: @escaping @Sendable () -> [MetricSample]) {
+        _ = register(Family(name: name, help: help, kind: .counter, labelNames: labels, buckets: [], sample: sample))
+    }
+
+    /// Registers a histogram whose series are read from `sample` at each render; each sample's
+    /// `buckets` has one (non-cumulative) count per bound in `buckets` plus one for `+Inf`.
+    public func histogram(_ name: String, help: String, labels: [String] = [], buckets: [Double],
+                          sample: @escaping @Sendable () -> [MetricSample]) {
+        _ = register(Family(name: name, help: help, kind: .histogram, labelNames: labels,
+                            buckets: buckets.filter { $0.isFinite }.sorted(), sample: sample))
     }
 
     /// Latency buckets in seconds, from 0.5 ms to 10 s.
@@ -177,5 +192,24 @@ extension Metrics.Series {
         value += v
         count &+= 1
         buckets[bucket] &+= 1
+    }
+}
+
+/// One series as read by a sampled family: a counter or gauge value, or a histogram's sum, count
+/// and per-bucket counts.
+public struct MetricSample: Sendable {
+    public var labels: [String]
+    /// The counter or gauge value, or the histogram's sum.
+    public var value: Double
+    /// Histograms: number of observations.
+    public var count: UInt64
+    /// Histograms: observations per bucket (not cumulative), one per bound plus one for `+Inf`.
+    public var buckets: [UInt64]
+
+    public init(labels: [String] = [], value: Double, count: UInt64 = 0, buckets: [UInt64] = []) {
+        self.labels = labels
+        self.value = value
+        self.count = count
+        self.buckets = buckets
     }
 }

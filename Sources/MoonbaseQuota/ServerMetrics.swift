@@ -15,47 +15,68 @@
 /// `route` is the matched pattern (`GET /hello/:id`, `POST /parse/classes/:className`) or
 /// `unmatched`, never the raw path.
 ///
-/// Concurrency: `Sendable`; one striped lock per `observeRequest` call.
+/// Concurrency: `Sendable`. `observeRequest` takes one uncontended lock (the calling thread's
+/// stripe) and does one dictionary update keyed by (route, status) plus plain additions; the
+/// registry reads the stripes only when rendering.
 public struct ServerMetrics: Sendable {
     public let registry: Metrics
-    let requests: MetricCounter
-    let duration: MetricHistogram
-    let bytes: MetricCounter
-    let units: MetricCounter
-    let refused: MetricCounter
-    let luaCPU: MetricCounter
-    let dbOps: MetricCounter
+    let stripes: [Stripe<ServerTable>]
+    let mask: Int
+    let bounds: [Double]
     let jobRuns: MetricCounter
 
-    public init(registry: Metrics = Metrics()) {
+    public init(registry: Metrics = Metrics(), stripes requested: Int = 32, latencyBuckets: [Double] = Metrics.latencyBuckets) {
+        let n = stripeCount(requested)
+        let stripes = (0..<n).map { _ in Stripe(ServerTable()) }
+        let bounds = latencyBuckets.filter { $0.isFinite }.sorted()
         self.registry = registry
-        requests = registry.counter("moonbase_http_requests_total", help: "HTTP requests answered, by route pattern and status.",
-                                    labels: ["route", "status"])
-        duration = registry.histogram("moonbase_http_request_duration_seconds",
-                                      help: "Time from request start to response, by route pattern and status.",
-                                      labels: ["route", "status"])
-        bytes = registry.counter("moonbase_http_bytes_total", help: "Request and response body bytes.", labels: ["direction"])
-        units = registry.counter("moonbase_usage_units_total", help: "Request units charged to the app.")
-        refused = registry.counter("moonbase_usage_refused_total", help: "Requests refused with 429 by a quota or rate limit.")
-        luaCPU = registry.counter("moonbase_lua_cpu_seconds_total", help: "CPU time spent running Cloud Code.")
-        dbOps = registry.counter("moonbase_db_operations_total", help: "Database operations by requests.", labels: ["op"])
+        self.stripes = stripes
+        self.mask = n - 1
+        self.bounds = bounds
+        @Sendable func merged() -> ServerTable { ServerTable.merge(stripes.map { s in s.state.withLock { $0 } }) }
+        registry.counter("moonbase_http_requests_total", help: "HTTP requests answered, by route pattern and status.",
+                         labels: ["route", "status"]) {
+            merged().routes.map { MetricSample(labels: [$0.key.route, ServerMetrics.statusText($0.key.status)], value: Double($0.value.count)) }
+        }
+        registry.histogram("moonbase_http_request_duration_seconds",
+                           help: "Time from request start to response, by route pattern and status.",
+                           labels: ["route", "status"], buckets: bounds) {
+            merged().routes.map {
+                MetricSample(labels: [$0.key.route, ServerMetrics.statusText($0.key.status)], value: $0.value.sum,
+                             count: $0.value.count, buckets: $0.value.buckets)
+            }
+        }
+        registry.counter("moonbase_http_bytes_total", help: "Request and response body bytes of charged requests.",
+                         labels: ["direction"]) {
+            let t = merged().totals
+            return [MetricSample(labels: ["in"], value: Double(t.bytesIn)), MetricSample(labels: ["out"], value: Double(t.bytesOut))]
+        }
+        registry.counter("moonbase_usage_units_total", help: "Request units charged to the app.") {
+            [MetricSample(value: Double(merged().totals.units))]
+        }
+        registry.counter("moonbase_usage_refused_total", help: "Requests refused with 429 by a quota or rate limit.") {
+            [MetricSample(value: Double(merged().totals.refused))]
+        }
+        registry.counter("moonbase_lua_cpu_seconds_total", help: "CPU time spent running Cloud Code.") {
+            [MetricSample(value: Double(merged().totals.luaCpuMicros) / 1_000_000)]
+        }
+        registry.counter("moonbase_db_operations_total", help: "Database operations by requests.", labels: ["op"]) {
+            let t = merged().totals
+            return [MetricSample(labels: ["read"], value: Double(t.dbReads)), MetricSample(labels: ["write"], value: Double(t.dbWrites))]
+        }
         jobRuns = registry.counter("moonbase_job_runs_total", help: "Background job runs by final status.", labels: ["job", "status"])
     }
 
     /// Records one answered request: its status and latency, and (when the request was charged
     /// or refused) its usage. Free requests (health, metrics, 159 retries) pass `usage: nil`.
     public func observeRequest(route: String, status: Int, seconds: Double, usage: RequestUsage? = nil) {
-        let statusText = Self.statusText(status)
-        registry.update { table in
-            requests.add(to: &table, [route, statusText], 1)
-            duration.observe(in: &table, seconds, [route, statusText])
-            guard let u = usage else { return }
-            if u.refused { refused.add(to: &table, [], 1) } else { units.add(to: &table, [], 1) }
-            bytes.add(to: &table, ["in"], Double(u.bytesIn))
-            bytes.add(to: &table, ["out"], Double(u.bytesOut))
-            luaCPU.add(to: &table, [], Double(u.luaCpuMicros) / 1_000_000)
-            dbOps.add(to: &table, ["read"], Double(u.dbReads))
-            dbOps.add(to: &table, ["write"], Double(u.dbWrites))
+        var bucket = 0
+        while bucket < bounds.count && seconds > bounds[bucket] { bucket += 1 }
+        let width = bounds.count + 1
+        stripes[threadSlot.value.index & mask].state.withLock { t in
+            t.routes[RouteKey(route: route, status: status), default: RouteSeries(buckets: width)]
+                .observe(seconds, bucket: bucket)
+            if let u = usage { t.totals.add(u) }
         }
     }
 
@@ -72,5 +93,79 @@ public struct ServerMetrics: Sendable {
 
     static func statusText(_ status: Int) -> String {
         status >= 0 && status < statusTexts.count ? statusTexts[status] : String(status)
+    }
+}
+
+struct RouteKey: Hashable, Sendable {
+    let route: String
+    let status: Int
+}
+
+struct RouteSeries: Sendable {
+    var count: UInt64 = 0
+    var sum: Double = 0
+    var buckets: [UInt64]
+
+    init(buckets: Int) { self.buckets = [UInt64](repeating: 0, count: buckets) }
+
+    @inline(__always)
+    mutating func observe(_ v: Double, bucket: Int) {
+        count &+= 1
+        if v.isFinite { sum += v }
+        buckets[bucket] &+= 1
+    }
+
+    mutating func merge(_ o: RouteSeries) {
+        count &+= o.count
+        sum += o.sum
+        for i in o.buckets.indices where i < buckets.count { buckets[i] &+= o.buckets[i] }
+    }
+}
+
+/// Usage totals of charged and refused requests.
+struct UsageTotals: Sendable {
+    var units: Int64 = 0
+    var refused: Int64 = 0
+    var luaCpuMicros: Int64 = 0
+    var dbReads: Int64 = 0
+    var dbWrites: Int64 = 0
+    var bytesIn: Int64 = 0
+    var bytesOut: Int64 = 0
+
+    @inline(__always)
+    mutating func add(_ u: RequestUsage) {
+        if u.refused { refused &+= 1 } else { units &+= 1 }
+        luaCpuMicros &+= u.luaCpuMicros
+        dbReads &+= u.dbReads
+        dbWrites &+= u.dbWrites
+        bytesIn &+= u.bytesIn
+        bytesOut &+= u.bytesOut
+    }
+
+    mutating func merge(_ o: UsageTotals) {
+        units &+= o.units
+        refused &+= o.refused
+        luaCpuMicros &+= o.luaCpuMicros
+        dbReads &+= o.dbReads
+        dbWrites &+= o.dbWrites
+        bytesIn &+= o.bytesIn
+        bytesOut &+= o.bytesOut
+    }
+}
+
+/// One stripe of `ServerMetrics`.
+struct ServerTable: Sendable {
+    var routes: [RouteKey: RouteSeries] = [:]
+    var totals = UsageTotals()
+
+    static func merge(_ tables: [ServerTable]) -> ServerTable {
+        var out = ServerTable()
+        for t in tables {
+            out.totals.merge(t.totals)
+            for (k, v) in t.routes {
+                if out.routes[k] == nil { out.routes[k] = v } else { out.routes[k]!.merge(v) }
+            }
+        }
+        return out
     }
 }

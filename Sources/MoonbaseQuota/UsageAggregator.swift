@@ -9,12 +9,36 @@ import Synchronization
 /// the lock), so it holds each lock only briefly. Every `add` lands in exactly one stripe and is
 /// either in a drained batch or still pending, which keeps totals exact.
 final class UsageAggregator: Sendable {
-    private let stripes: [Stripe<[UsageBucket: UsageCounts]>]
+    /// One stripe's pending deltas. The app row, touched by every request, is kept outside the
+    /// dictionary (one hash fewer per request) for the current hour.
+    struct Table: Sendable {
+        var appHour: Int64 = .min
+        var app = UsageCounts()
+        var rows: [UsageBucket: UsageCounts] = [:]
+
+        @inline(__always)
+        mutating func addApp(_ counts: UsageCounts, hour: Int64) {
+            if hour != appHour {
+                flushApp()
+                appHour = hour
+            }
+            app.add(counts)
+        }
+
+        /// Moves the app counts into `rows` (on an hour change and when drained).
+        mutating func flushApp() {
+            guard !app.isZero else { return }
+            rows[UsageBucket(kind: .account, key: "app", hour: appHour), default: UsageCounts()].add(app)
+            app = UsageCounts()
+        }
+    }
+
+    private let stripes: [Stripe<Table>]
     private let mask: Int
 
     init(stripes requested: Int) {
         let n = stripeCount(requested)
-        stripes = (0..<n).map { _ in Stripe([:]) }
+        stripes = (0..<n).map { _ in Stripe(Table()) }
         mask = n - 1
     }
 
@@ -23,12 +47,12 @@ final class UsageAggregator: Sendable {
         let counts = usage.counts
         let stripe = stripes[threadSlot.value.index & mask]
         stripe.state.withLock { table in
-            table[UsageBucket(kind: .account, key: "app", hour: hour), default: UsageCounts()].add(counts)
+            table.addApp(counts, hour: hour)
             if let account = usage.account, account != .app {
-                table[UsageBucket(kind: .account, key: account.key, hour: hour), default: UsageCounts()].add(counts)
+                table.rows[UsageBucket(kind: .account, key: account.key, hour: hour), default: UsageCounts()].add(counts)
             }
             if let target = usage.target {
-                table[UsageBucket(kind: .function, key: target.key, hour: hour), default: UsageCounts()].add(counts)
+                table.rows[UsageBucket(kind: .function, key: target.key, hour: hour), default: UsageCounts()].add(counts)
             }
         }
     }
@@ -37,7 +61,7 @@ final class UsageAggregator: Sendable {
     func add(rows: [UsageRow]) {
         let stripe = stripes[threadSlot.value.index & mask]
         stripe.state.withLock { table in
-            for row in rows { table[row.bucket, default: UsageCounts()].add(row.counts) }
+            for row in rows { table.rows[row.bucket, default: UsageCounts()].add(row.counts) }
         }
     }
 
@@ -46,8 +70,9 @@ final class UsageAggregator: Sendable {
         var merged: [UsageBucket: UsageCounts] = [:]
         for stripe in stripes {
             let taken = stripe.state.withLock { table -> [UsageBucket: UsageCounts] in
-                let t = table
-                table = [:]
+                table.flushApp()
+                let t = table.rows
+                table.rows = [:]
                 return t
             }
             if merged.isEmpty { merged = taken; continue }
@@ -60,8 +85,9 @@ final class UsageAggregator: Sendable {
     func peek() -> [UsageBucket: UsageCounts] {
         var merged: [UsageBucket: UsageCounts] = [:]
         for stripe in stripes {
-            let copy = stripe.state.withLock { $0 }
-            for (bucket, counts) in copy { merged[bucket, default: UsageCounts()].add(counts) }
+            var copy = stripe.state.withLock { $0 }
+            copy.flushApp()
+            for (bucket, counts) in copy.rows { merged[bucket, default: UsageCounts()].add(counts) }
         }
         return merged
     }

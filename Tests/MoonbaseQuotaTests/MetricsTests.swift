@@ -131,7 +131,7 @@ struct MetricsTests {
         c.inc(["GET /hello", "404"], by: 0)  // no series for a zero increment
         let h = m.histogram("test_latency_seconds", help: "Latency.", labels: ["route"], buckets: [0.001, 0.01, 0.1])
         for v in [0.0005, 0.001, 0.002, 0.05, 0.5, 3] { h.observe(v, labels: ["GET /hello"]) }
-        m.gauge("test_connections", help: "Open connections.") { [(labels: [], value: 7)] }
+        m.gauge("test_connections", help: "Open connections.") { [MetricSample(value: 7)] }
         _ = m.counter("test_unused_total", help: "Never incremented.")
 
         let text = m.render()
