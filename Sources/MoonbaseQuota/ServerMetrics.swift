@@ -15,7 +15,7 @@
 /// `route` is the matched pattern (`GET /hello/:id`, `POST /parse/classes/:className`) or
 /// `unmatched`, never the raw path.
 ///
-/// Concurrency: `Sendable`. `observeRequest` takes one uncontended lock (the calling thread's
+/// Concurrency: `Sendable`. `observe` takes one uncontended lock (the calling thread's
 /// stripe) and does one dictionary update keyed by (route, status) plus plain additions; the
 /// registry reads the stripes only when rendering.
 public struct ServerMetrics: Sendable {
@@ -69,7 +69,7 @@ public struct ServerMetrics: Sendable {
 
     /// Records one answered request: its status and latency, and (when the request was charged
     /// or refused) its usage. Free requests (health, metrics, 159 retries) pass `usage: nil`.
-    public func observeRequest(route: String, status: Int, seconds: Double, usage: RequestUsage? = nil) {
+    public func observe(route: String, status: Int, seconds: Double, usage: RequestUsage? = nil) {
         var bucket = 0
         while bucket < bounds.count && seconds > bounds[bucket] { bucket += 1 }
         let width = bounds.count + 1

@@ -51,7 +51,7 @@ struct HotPathCostTests {
         }
         let metrics = ServerMetrics()
         let metricsCost = Self.timed { _ in
-            for _ in 0..<Self.perThread { metrics.observeRequest(route: "GET /hello", status: 200, seconds: 0.0001, usage: usage) }
+            for _ in 0..<Self.perThread { metrics.observe(route: "GET /hello", status: 200, seconds: 0.0001, usage: usage) }
         }
 
         print(String(format: "quota hot path, %d threads on %d cores, ns/request: record striped %.0f, one mutex %.0f, off %.1f; "

@@ -172,11 +172,11 @@ struct MetricsTests {
         let sm = ServerMetrics()
         let usage = RequestUsage(account: .user("u"), target: .function("stats"), dbReads: 200, dbWrites: 5,
                                  luaCpuMicros: 1_500, wallMicros: 3_000, bytesIn: 40, bytesOut: 900)
-        sm.observeRequest(route: "POST /parse/functions/:name", status: 200, seconds: 0.003, usage: usage)
+        sm.observe(route: "POST /parse/functions/:name", status: 200, seconds: 0.003, usage: usage)
         var refused = usage
         refused.refused = true
-        sm.observeRequest(route: "POST /parse/functions/:name", status: 429, seconds: 0.0001, usage: refused)
-        sm.observeRequest(route: "GET /parse/health", status: 200, seconds: 0.00002)
+        sm.observe(route: "POST /parse/functions/:name", status: 429, seconds: 0.0001, usage: refused)
+        sm.observe(route: "GET /parse/health", status: 200, seconds: 0.00002)
         sm.observeJobRun(job: "cleanup", status: "succeeded")
         let e = try Exposition(sm.render())
         #expect(e.value("moonbase_http_requests_total", ["route": "POST /parse/functions/:name", "status": "429"]) == 1)
