@@ -55,6 +55,17 @@ public final class HTTPServer: Sendable {
         let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_USE_TURBO.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ITC.rawValue
         let cls = Unmanaged.passUnretained(core).toOpaque()
+        // A client that disconnects during sendfile(2) must not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        // libmicrohttpd's threads inherit this thread's signal mask: unblock SIGURG (the Lua
+        // watchdog's signal) while they are created, so inline handlers can be interrupted
+        // too even when `start()` runs on a libdispatch thread, which blocks signals.
+        var oldMask = sigset_t()
+        var urg = sigset_t()
+        sigemptyset(&urg)
+        sigaddset(&urg, SIGURG)
+        pthread_sigmask(SIG_UNBLOCK, &urg, &oldMask)
+        defer { pthread_sigmask(SIG_SETMASK, &oldMask, nil) }
         let daemon: OpaquePointer? = cfg.host.withCString { host in
             var o = mb_mhd_options()
             o.flags = UInt32(flags)

@@ -118,6 +118,8 @@ struct HTTPServerConcurrencyTests {
             threads.forEach { $0.join() }
             #expect(failures.value == 0)
             #expect(done.value == 8 * 150)
+            // Completion is noted just after the last bytes are sent: allow the I/O thread a moment.
+            for _ in 0..<2000 where server.inFlightRequests > 0 { usleep(1_000) }
             #expect(server.inFlightRequests == 0)
         }
     }
@@ -133,6 +135,29 @@ struct HTTPServerConcurrencyTests {
             let c2 = try RawHTTPClient(port: server.port)
             #expect(try c2.request("GET", "/echo").status == 200)
             for _ in 0..<2000 where server.inFlightRequests > 0 { usleep(1_000) }
+            #expect(server.inFlightRequests == 0)
+        }
+    }
+}
+
+@Suite("HTTP server: aborted downloads", .timeLimit(.minutes(1)))
+struct HTTPAbortTests {
+    @Test func clientClosingDuringFileDownloadDoesNotHurtServer() throws {
+        let path = "/tmp/moonbase-http-big-\(getpid())-\(Int.random(in: 0..<1_000_000)).bin"
+        let chunk = [UInt8](repeating: 0x5A, count: 1 << 20)
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        for _ in 0..<16 { _ = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
+        close(fd)
+        defer { unlink(path) }
+        try withServer { server, _ in
+            for _ in 0..<3 {
+                let c = try RawHTTPClient(port: server.port)
+                c.send(RawHTTPClient.format("GET", "/file?path=\(path)"))
+                usleep(20_000)
+            }  // each client closes with most of 16 MiB unsent
+            let c = try RawHTTPClient(port: server.port)
+            #expect(try c.request("GET", "/echo").status == 200)
+            for _ in 0..<3000 where server.inFlightRequests > 0 { usleep(1_000) }
             #expect(server.inFlightRequests == 0)
         }
     }
