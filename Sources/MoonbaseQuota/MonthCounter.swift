@@ -24,16 +24,19 @@ final class MonthCounter: Sendable {
 
     /// Takes one unit of `month` unless the count has reached `limit` (0 = unlimited);
     /// `force` takes it regardless (master-key requests). Returns whether it was taken and the
-    /// count after the call.
-    func acquire(month: Int64, limit: Int64, force: Bool) -> (taken: Bool, count: Int64) {
+    /// count after the call, and the month it was counted in (newer than `month` if the clock
+    /// stepped back across a boundary).
+    func acquire(month: Int64, limit: Int64, force: Bool) -> (taken: Bool, count: Int64, month: Int64) {
         var old = packed.load(ordering: .relaxed)
         while true {
             let (m, c) = Self.unpack(old)
-            let current = m == month ? c : 0
-            if !force && limit > 0 && current >= limit { return (false, current) }
+            // A clock stepped back across a month boundary keeps counting in the newer month.
+            let target = max(month, m)
+            let current = m == target ? c : 0
+            if !force && limit > 0 && current >= limit { return (false, current, target) }
             let (exchanged, original) = packed.compareExchange(
-                expected: old, desired: Self.pack(month, current + 1), ordering: .relaxed)
-            if exchanged { return (true, current + 1) }
+                expected: old, desired: Self.pack(target, current + 1), ordering: .relaxed)
+            if exchanged { return (true, current + 1, target) }
             old = original
         }
     }

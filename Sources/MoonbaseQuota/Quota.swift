@@ -65,9 +65,9 @@ public final class Quota: Sendable {
         }
         let monthIndex = UTCCalendar.monthIndex(now)
         if isMaster {
-            if monthly > 0 { _ = month.acquire(month: monthIndex, limit: monthly, force: true) }
+            let counted = monthly > 0 ? month.acquire(month: monthIndex, limit: monthly, force: true).month : nil
             return Decision(allowed: true, rateLimit: nil, retryAfterSeconds: nil,
-                            month: monthly > 0 ? monthIndex : nil, windowKeys: [], minute: minute)
+                            month: counted, windowKeys: [], minute: minute)
         }
 
         let monthReset = UTCCalendar.secondsUntil(UTCCalendar.start(ofMonth: monthIndex + 1), from: now)
@@ -82,9 +82,9 @@ public final class Quota: Sendable {
         var refused = false
 
         if monthly > 0 {
-            let (taken, count) = month.acquire(month: monthIndex, limit: monthly, force: false)
+            let (taken, count, counted) = month.acquire(month: monthIndex, limit: monthly, force: false)
             if taken {
-                takenMonth = monthIndex
+                takenMonth = counted
                 statuses.append(RateLimitStatus(scope: .monthly, limit: monthly, remaining: monthly - count, resetSeconds: monthReset))
             } else {
                 refused = true

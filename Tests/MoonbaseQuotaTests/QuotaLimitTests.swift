@@ -167,3 +167,17 @@ final class Counter: Sendable {
 }
 
 import Synchronization
+
+@Suite("Quota limits: clock steps")
+struct QuotaClockStepTests {
+    @Test func aClockSteppedBackDoesNotRefuseOrReset() {
+        let clock = ManualClock(millis: ms("2026-12-01T00:00:30.000Z"))
+        let quota = Quota(config: QuotaConfig(monthlyRequests: 10, perMinute: 5), clock: clock)
+        for _ in 0..<3 { #expect(quota.check(account: .user("a"), isMaster: false).allowed) }
+        clock.set(ms("2026-11-30T23:59:50.000Z"))  // NTP step back across both boundaries
+        for _ in 0..<2 { #expect(quota.check(account: .user("a"), isMaster: false).allowed) }
+        #expect(!quota.check(account: .user("a"), isMaster: false).allowed)  // still the same 5-per-minute window
+        clock.set(ms("2026-12-01T00:00:40.000Z"))
+        #expect(quota.monthUnits(now: clock.nowMillis()) == 5)
+    }
+}
