@@ -56,16 +56,18 @@ public struct Decision: Sendable {
 
     /// What was counted, for `Quota.refund`.
     let month: Int64?
-    let windowKeys: [String]
+    let callerWindow: String?
+    let functionWindow: String?
     let minute: Int64
 
     init(allowed: Bool, rateLimit: RateLimitStatus?, retryAfterSeconds: Int64?,
-         month: Int64?, windowKeys: [String], minute: Int64) {
+         month: Int64?, callerWindow: String? = nil, functionWindow: String? = nil, minute: Int64) {
         self.allowed = allowed
         self.rateLimit = rateLimit
         self.retryAfterSeconds = retryAfterSeconds
         self.month = month
-        self.windowKeys = windowKeys
+        self.callerWindow = callerWindow
+        self.functionWindow = functionWindow
         self.minute = minute
     }
 

@@ -61,31 +61,36 @@ public final class Quota: Sendable {
         let functionLimit = function.map { max(0, $0.perMinute) } ?? 0
         let minute = UTCCalendar.minuteStart(now)
         if monthly <= 0 && perMinute <= 0 && functionLimit == 0 {
-            return Decision(allowed: true, rateLimit: nil, retryAfterSeconds: nil, month: nil, windowKeys: [], minute: minute)
+            return Decision(allowed: true, rateLimit: nil, retryAfterSeconds: nil, month: nil, minute: minute)
         }
         let monthIndex = UTCCalendar.monthIndex(now)
         if isMaster {
             let counted = monthly > 0 ? month.acquire(month: monthIndex, limit: monthly, force: true).month : nil
             return Decision(allowed: true, rateLimit: nil, retryAfterSeconds: nil,
-                            month: counted, windowKeys: [], minute: minute)
+                            month: counted, minute: minute)
         }
 
         let monthReset = UTCCalendar.secondsUntil(UTCCalendar.start(ofMonth: monthIndex + 1), from: now)
         let minuteReset = UTCCalendar.secondsUntil(minute + UTCCalendar.minuteMillis, from: now)
-        let callerKey = account.key
         let limitedCaller = perMinute > 0 && account != .app
-        let functionKey = function.map { $0.target.key + "|" + callerKey }
+        let callerKey = limitedCaller || functionLimit > 0 ? account.key : ""
+        let functionKey = functionLimit > 0 ? function.map { $0.target.key + "|" + callerKey } : nil
 
-        var statuses: [RateLimitStatus] = []
+        // The tightest limit so far: lowest remaining, then the longest reset.
+        var tightest: RateLimitStatus?
+        func consider(_ s: RateLimitStatus) {
+            guard let t = tightest else { tightest = s; return }
+            if s.remaining < t.remaining || (s.remaining == t.remaining && s.resetSeconds > t.resetSeconds) { tightest = s }
+        }
         var takenMonth: Int64?
-        var takenKeys: [String] = []
+        var callerWindow: String?, functionWindow: String?
         var refused = false
 
         if monthly > 0 {
             let (taken, count, counted) = month.acquire(month: monthIndex, limit: monthly, force: false)
             if taken {
                 takenMonth = counted
-                statuses.append(RateLimitStatus(scope: .monthly, limit: monthly, remaining: monthly - count, resetSeconds: monthReset))
+                consider(RateLimitStatus(scope: .monthly, limit: monthly, remaining: monthly - count, resetSeconds: monthReset))
             } else {
                 refused = true
             }
@@ -93,8 +98,8 @@ public final class Quota: Sendable {
         if !refused && limitedCaller {
             let (taken, count) = windows.acquire(callerKey, limit: perMinute, minute: minute)
             if taken {
-                takenKeys.append(callerKey)
-                statuses.append(RateLimitStatus(scope: .perMinute, limit: perMinute, remaining: perMinute - count, resetSeconds: minuteReset))
+                callerWindow = callerKey
+                consider(RateLimitStatus(scope: .perMinute, limit: perMinute, remaining: perMinute - count, resetSeconds: minuteReset))
             } else {
                 refused = true
             }
@@ -102,8 +107,8 @@ public final class Quota: Sendable {
         if !refused, functionLimit > 0, let functionKey {
             let (taken, count) = windows.acquire(functionKey, limit: functionLimit, minute: minute)
             if taken {
-                takenKeys.append(functionKey)
-                statuses.append(RateLimitStatus(scope: .function, limit: functionLimit, remaining: functionLimit - count, resetSeconds: minuteReset))
+                functionWindow = functionKey
+                consider(RateLimitStatus(scope: .function, limit: functionLimit, remaining: functionLimit - count, resetSeconds: minuteReset))
             } else {
                 refused = true
             }
@@ -111,7 +116,8 @@ public final class Quota: Sendable {
 
         if refused {
             if let takenMonth { month.release(month: takenMonth) }
-            for key in takenKeys { windows.release(key, minute: minute) }
+            if let k = callerWindow { windows.release(k, minute: minute) }
+            if let k = functionWindow { windows.release(k, minute: minute) }
             // Retry-After must outlast every exhausted limit, not only the first one found.
             var exhausted: [RateLimitStatus] = []
             if monthly > 0 && month.count(month: monthIndex) >= monthly {
@@ -126,13 +132,10 @@ public final class Quota: Sendable {
             let worst = exhausted.max { $0.resetSeconds < $1.resetSeconds }
                 ?? RateLimitStatus(scope: .perMinute, limit: max(perMinute, functionLimit), remaining: 0, resetSeconds: minuteReset)
             return Decision(allowed: false, rateLimit: worst, retryAfterSeconds: worst.resetSeconds,
-                            month: nil, windowKeys: [], minute: minute)
-        }
-        let tightest = statuses.min {
-            $0.remaining != $1.remaining ? $0.remaining < $1.remaining : $0.resetSeconds > $1.resetSeconds
+                            month: nil, minute: minute)
         }
         return Decision(allowed: true, rateLimit: tightest, retryAfterSeconds: nil,
-                        month: takenMonth, windowKeys: takenKeys, minute: minute)
+                        month: takenMonth, callerWindow: callerWindow, functionWindow: functionWindow, minute: minute)
     }
 
     /// Gives back what an allowed `decision` counted (for a request answered 159 as a retry, which
@@ -140,7 +143,8 @@ public final class Quota: Sendable {
     public func refund(_ decision: Decision) {
         guard decision.allowed else { return }
         if let m = decision.month { month.release(month: m) }
-        for key in decision.windowKeys { windows.release(key, minute: decision.minute) }
+        if let k = decision.callerWindow { windows.release(k, minute: decision.minute) }
+        if let k = decision.functionWindow { windows.release(k, minute: decision.minute) }
     }
 
     /// Adds one request's usage at the clock's current time (see `RequestUsage` for when to call).

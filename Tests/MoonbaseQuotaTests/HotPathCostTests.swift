@@ -42,7 +42,8 @@ struct HotPathCostTests {
         let disabled = Self.timed { _ in for _ in 0..<Self.perThread { off.record(usage) } }
 
         let checkFree = Self.timed { t in
-            for _ in 0..<Self.perThread { _ = quota.check(account: .ip("10.0.0.\(t)"), isMaster: false) }
+            let account = Account.ip("10.0.0.\(t)")
+            for _ in 0..<Self.perThread { _ = quota.check(account: account, isMaster: false) }
         }
         let limited = Quota(config: QuotaConfig(monthlyRequests: 1 << 40, perMinute: 1 << 40), clock: clock)
         let checkLimited = Self.timed { t in
