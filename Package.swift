@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "MoonbaseCrypto", dependencies: ["MoonbaseCore", "CSodium"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseAuth", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseCrypto"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseLua", dependencies: ["MoonbaseCore", "MoonbaseJSON", "CLuaBridge"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseLua", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseCrypto", "CLuaBridge"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCron", dependencies: ["MoonbaseCore", "MoonbaseJSON"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseQuota", dependencies: ["MoonbaseCore"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD"], swiftSettings: swiftSettings),

@@ -1,4 +1,117 @@
 #ifndef MOONBASE_LUABRIDGE_H
 #define MOONBASE_LUABRIDGE_H
+/*
+ * The opaque C face of the Lua bridge (FINDINGS §2, STYLE §3.3). Swift sees no lua.h: only the
+ * handles, plain value structs and functions below. Every entry that runs Lua code does so inside
+ * lua_pcall of a C body, so no longjmp ever crosses a Swift frame; Lua→Swift calls go through a C
+ * trampoline that converts arguments with non-raising reads, calls Swift, and replays the answer
+ * (or raises) only after Swift has returned.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
 typedef struct lb_vm lb_vm;
+typedef struct lb_out lb_out;
+
+/* Value kinds handed to Swift by the trampoline. */
+enum {
+    LB_NIL = 0, LB_BOOL = 1, LB_INT = 2, LB_NUM = 3, LB_STR = 4,
+    LB_JSON = 5,   /* a table, JSON-encoded by C (str/len) */
+    LB_FUNC = 6,   /* a Lua function: `ref` is a registry reference valid during the callback */
+    LB_NULL = 7,   /* json.null */
+    LB_OTHER = 8   /* anything else: str holds the type name */
+};
+
+/* Why a call was killed (a tripped limit). */
+enum { LB_KILL_NONE = 0, LB_KILL_TIMEOUT = 1, LB_KILL_MEMORY = 2, LB_KILL_INSTRUCTIONS = 3, LB_KILL_DBOPS = 4 };
+
+/* Outcome of lb_load / lb_call. */
+enum { LB_OK = 0, LB_ERROR = 1, LB_KILLED = 2 };
+
+typedef struct {
+    int32_t type;
+    int32_t boolean;
+    int64_t integer;
+    double number;
+    const char *str;
+    size_t len;
+    int32_t ref;
+    int32_t keep;   /* Swift sets 1 to keep `ref` alive after the callback (released by lb_unref) */
+} lb_value;
+
+/* Per-call limits; applied by the outermost call only (nested calls share them). 0 = off. */
+typedef struct {
+    int64_t timeout_ms;
+    int64_t max_memory;       /* bytes above the heap at call start */
+    int64_t max_instructions;
+} lb_limits;
+
+/* Result of a load or call; free with lb_result_free. */
+typedef struct {
+    int32_t status;        /* LB_OK, LB_ERROR, LB_KILLED */
+    int32_t kill_reason;   /* LB_KILL_* when killed */
+    int32_t code;          /* Parse code of an error (141 for a bare error) */
+    char *json;            /* LB_OK: the JSON text of the result ("null" for nil) */
+    size_t json_len;
+    char *message;         /* LB_ERROR: the message */
+    size_t message_len;
+    char where[160];       /* "functions/a.lua:3" or "" */
+} lb_result;
+
+/* Extra fields set on the first argument (a table) before a call: raw byte strings (request
+ * bodies need not be UTF-8) or host functions (job progress callbacks). */
+typedef struct {
+    const char *key;
+    const char *bytes;     /* raw string when fnid < 0 */
+    size_t len;
+    int64_t fnid;          /* >= 0: a host function with this id */
+} lb_extra;
+
+/* Result shapes of lb_call. */
+enum { LB_RESULT_RETURN = 0, LB_RESULT_FIELD = 1, LB_RESULT_RETURN_OR_FIELD = 2,
+       /* or-ed in: run with the current call's globals (a callback of the running call) */
+       LB_RESULT_SHARED_GLOBALS = 0x10 };
+
+/* The Swift side of every host function. Return 0 after filling `out`, or the value of
+ * lb_out_error / lb_out_kill. Must not call any lb_* function that runs Lua except lb_call. */
+typedef int (*lb_host_fn)(void *ctx, int64_t fnid, lb_value *args, int nargs, lb_out *out);
+
+/* Lifecycle. `strict` aborts if Lua allocates while a Swift host function is running. */
+lb_vm *lb_new(int strict, lb_host_fn host, void *host_ctx);
+void lb_close(lb_vm *vm);
+/* Registers ns.name as a host function (a locked namespace is created on first use).
+ * Returns 0, or -1 when out of memory or the namespace is a built-in library. */
+int lb_register(lb_vm *vm, const char *ns, const char *name, int64_t fnid);
+
+/* Compiles a text chunk and runs its top level with the module environment. */
+int lb_load(lb_vm *vm, const char *chunkname, const char *src, size_t len, lb_limits limits, lb_result *res);
+/* Calls a function reference with the JSON array `args_json` as arguments. Re-entrant from a
+ * host function (nested calls share the outer call's limits). */
+int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
+            const lb_extra *extras, int nextras, int32_t result_mode, const char *result_field,
+            lb_limits limits, lb_result *res);
+void lb_result_free(lb_result *res);
+void lb_unref(lb_vm *vm, int32_t ref);
+
+/* Host function outputs. */
+void lb_out_nil(lb_out *o);
+void lb_out_bool(lb_out *o, int b);
+void lb_out_int(lb_out *o, int64_t v);
+void lb_out_num(lb_out *o, double v);
+void lb_out_str(lb_out *o, const char *s, size_t n);
+void lb_out_json(lb_out *o, const char *s, size_t n);     /* decoded to a Lua value by C */
+int lb_out_error(lb_out *o, int32_t code, const char *msg, size_t n);   /* returns -1 */
+int lb_out_kill(lb_out *o, int32_t reason);                            /* returns -2 */
+
+/* During a host callback: "file:line" of the Lua code that called it (read-only, non-raising). */
+void lb_caller_where(lb_vm *vm, char *out, size_t cap);
+
+/* Introspection for tests and metrics. */
+size_t lb_memory(lb_vm *vm);
+int lb_depth(lb_vm *vm);
+int lb_stack_top(lb_vm *vm);
+
+/* Validates UTF-8 (shared with CJSON). */
+int lb_utf8_valid(const char *s, size_t n);
+
 #endif

@@ -1,0 +1,334 @@
+/*
+ * lb_call.c: loading files, calling function references with per-call globals, the Lua→Swift
+ * trampoline, host function registration and the host output setters.
+ */
+#include "lb_internal.h"
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+/* ---------------------------------------------------------------- module environment */
+
+/* Points the shared _ENV proxy at table `tindex`: reads and writes of globals go there. The keys
+ * already exist in the proxy's metatable, so these rawsets never allocate. */
+void lb_set_env_target(lua_State *L, lb_vm *vm, int tindex) {
+    tindex = lua_absindex(L, tindex);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_proxy_mt);
+    lua_pushliteral(L, "__index");
+    lua_pushvalue(L, tindex);
+    lua_rawset(L, -3);
+    lua_pushliteral(L, "__newindex");
+    lua_pushvalue(L, tindex);
+    lua_rawset(L, -3);
+    lua_pop(L, 1);
+}
+
+static void push_current_target(lua_State *L, lb_vm *vm) {
+    if (vm->callstack_n > 0) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_callstack);
+        lua_rawgeti(L, -1, vm->callstack_n);
+        lua_remove(L, -2);
+    } else {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_modglobals);
+    }
+}
+
+static void push_call_globals(lua_State *L, lb_vm *vm) {
+    lua_createtable(L, 0, 0);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_calltab_mt);
+    lua_setmetatable(L, -2);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_callstack);
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, -2, vm->callstack_n + 1);
+    lua_pop(L, 1);
+    vm->callstack_n++;
+    lb_set_env_target(L, vm, -1);
+    lua_pop(L, 1);
+}
+
+static void pop_call_globals(lua_State *L, lb_vm *vm, int to_n) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_callstack);
+    while (vm->callstack_n > to_n) {
+        lua_pushnil(L);
+        lua_rawseti(L, -2, vm->callstack_n);
+        vm->callstack_n--;
+    }
+    lua_pop(L, 1);
+    push_current_target(L, vm);
+    lb_set_env_target(L, vm, -1);
+    lua_pop(L, 1);
+}
+
+typedef struct { lb_vm *vm; int to_n; } restore_args;
+static int restore_body(lua_State *L) {
+    restore_args *a = lua_touserdata(L, 1);
+    pop_call_globals(L, a->vm, a->to_n);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- results */
+
+static void copy_scratch(lb_vm *vm, lb_result *res) {
+    res->json = malloc(vm->scratch.n + 1);
+    if (!res->json) return;
+    memcpy(res->json, vm->scratch.p, vm->scratch.n);
+    res->json[vm->scratch.n] = 0;
+    res->json_len = vm->scratch.n;
+}
+
+static void encode_result(lua_State *L, lb_vm *vm, int idx, lb_result *res) {
+    vm->scratch.n = 0;
+    lb_json_encode(L, idx, &vm->scratch);
+    copy_scratch(vm, res);
+    if (!res->json) luaL_error(L, "not enough memory for the result");
+}
+
+/* ---------------------------------------------------------------- load */
+
+typedef struct { const char *name; const char *src; size_t len; lb_result *res; } load_args;
+
+static int load_body(lua_State *L) {
+    load_args *a = lua_touserdata(L, 1);
+    lb_vm *vm = lb_from(L);
+    lua_settop(L, 0);
+    /* Text chunks only: the manual warns that crafted binary chunks can crash the VM. */
+    if (luaL_loadbufferx(L, a->src, a->len, a->name, "t") != LUA_OK) lua_error(L);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_proxy);
+    if (!lua_setupvalue(L, 1, 1)) lua_pop(L, 1);   /* a fresh chunk: no closure shares the upvalue */
+    pop_call_globals(L, vm, 0);                      /* top-level globals are module globals */
+    lua_call(L, 0, 0);
+    return 0;
+}
+
+int lb_load(lb_vm *vm, const char *chunkname, const char *src, size_t len, lb_limits limits, lb_result *res) {
+    load_args a = {chunkname, src, len, res};
+    int saved = vm->callstack_n;
+    int st = lb_run_protected(vm, load_body, &a, limits, res);
+    if (vm->callstack_n != saved || st != LB_OK) {
+        restore_args r = {vm, saved};
+        lb_result tmp;
+        lb_run_protected(vm, restore_body, &r, (lb_limits){0, 0, 0}, &tmp);
+        lb_result_free(&tmp);
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------- call */
+
+typedef struct {
+    int32_t ref; const char *args; size_t alen;
+    const lb_extra *ex; int nex; int mode; const char *field; lb_result *res; int fresh;
+} call_args;
+
+static int lb_trampoline(lua_State *L);
+
+static int call_body(lua_State *L) {
+    call_args *a = lua_touserdata(L, 1);
+    lb_vm *vm = lb_from(L);
+    lua_settop(L, 0);
+    lua_pushnil(L);                                   /* 1: copy of the first argument */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, a->ref);        /* 2: the function */
+    if (lua_type(L, 2) != LUA_TFUNCTION) luaL_error(L, "invalid function reference");
+    int nargs = 0;
+    if (a->alen) {
+        lb_json_decode(L, a->args, a->alen);
+        if (lua_type(L, -1) != LUA_TTABLE) luaL_error(L, "call arguments must be a JSON array");
+        nargs = (int)lua_rawlen(L, -1);
+        if (nargs > 200) luaL_error(L, "too many arguments");
+        luaL_checkstack(L, nargs + 4, "too many arguments");
+        int arr = lua_gettop(L);
+        for (int i = 1; i <= nargs; i++) lua_rawgeti(L, arr, i);
+        lua_remove(L, arr);
+    }
+    if (nargs >= 1 && lua_type(L, 3) == LUA_TTABLE) {
+        for (int i = 0; i < a->nex; i++) {
+            lua_pushstring(L, a->ex[i].key);
+            if (a->ex[i].fnid >= 0) {
+                lua_pushinteger(L, a->ex[i].fnid);
+                lua_pushcclosure(L, lb_trampoline, 1);
+            } else {
+                lua_pushlstring(L, a->ex[i].bytes, a->ex[i].len);
+            }
+            lua_rawset(L, 3);
+        }
+        lua_pushvalue(L, 3);
+        lua_replace(L, 1);
+    }
+    /* Globals assigned during the call land in a fresh table that is dropped afterwards. */
+    if (a->fresh) push_call_globals(L, vm);
+    lua_call(L, nargs, 1);                            /* result at 2 */
+    if (a->fresh) pop_call_globals(L, vm, vm->callstack_n - 1);
+    if (a->mode == LB_RESULT_FIELD || (a->mode == LB_RESULT_RETURN_OR_FIELD && lua_isnil(L, 2))) {
+        if (lua_type(L, 1) == LUA_TTABLE) lua_getfield(L, 1, a->field);
+        else lua_pushnil(L);
+        lua_replace(L, 2);
+    }
+    encode_result(L, vm, 2, a->res);
+    return 0;
+}
+
+int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
+            const lb_extra *extras, int nextras, int32_t result_mode, const char *result_field,
+            lb_limits limits, lb_result *res) {
+    call_args a = {ref, args_json, args_len, extras, nextras, result_mode & 0xF, result_field, res,
+                   !(result_mode & LB_RESULT_SHARED_GLOBALS)};
+    int saved = vm->callstack_n;
+    int st = lb_run_protected(vm, call_body, &a, limits, res);
+    if (vm->callstack_n != saved) {
+        restore_args r = {vm, saved};
+        lb_result tmp;
+        lb_run_protected(vm, restore_body, &r, (lb_limits){0, 0, 0}, &tmp);
+        lb_result_free(&tmp);
+    }
+    return st;
+}
+
+/* ---------------------------------------------------------------- trampoline */
+
+#define LB_MAX_ARGS 16
+
+/* Lua → Swift. Arguments are read with non-raising calls (tables are JSON-encoded and kept on
+ * the stack, functions referenced), Swift runs with the strict allocator armed, and only after
+ * it returned does C push the answer or raise. */
+static int lb_trampoline(lua_State *L) {
+    lb_vm *vm = lb_from(L);
+    int64_t fnid = lua_tointeger(L, lua_upvalueindex(1));
+    int n = lua_gettop(L);
+    if (n > LB_MAX_ARGS) luaL_error(L, "too many arguments (at most %d)", LB_MAX_ARGS);
+    luaL_checkstack(L, LB_MAX_ARGS + 8, "host call");
+    lb_value args[LB_MAX_ARGS];
+    memset(args, 0, sizeof args);
+    for (int i = 0; i < n; i++) {
+        int idx = i + 1;
+        lb_value *v = &args[i];
+        v->ref = LUA_NOREF;
+        switch (lua_type(L, idx)) {
+        case LUA_TNIL: v->type = LB_NIL; break;
+        case LUA_TBOOLEAN: v->type = LB_BOOL; v->boolean = lua_toboolean(L, idx); break;
+        case LUA_TNUMBER:
+            if (lua_isinteger(L, idx)) { v->type = LB_INT; v->integer = lua_tointeger(L, idx); }
+            else { v->type = LB_NUM; v->number = lua_tonumber(L, idx); }
+            break;
+        case LUA_TSTRING: v->type = LB_STR; v->str = lua_tolstring(L, idx, &v->len); break;
+        case LUA_TTABLE:
+            vm->scratch.n = 0;
+            lb_json_encode(L, idx, &vm->scratch);
+            lua_pushlstring(L, vm->scratch.p ? vm->scratch.p : "", vm->scratch.n);   /* stays on the stack */
+            v->type = LB_JSON;
+            v->str = lua_tolstring(L, -1, &v->len);
+            break;
+        case LUA_TFUNCTION:
+            lua_pushvalue(L, idx);
+            v->type = LB_FUNC;
+            v->ref = luaL_ref(L, LUA_REGISTRYINDEX);
+            break;
+        case LUA_TLIGHTUSERDATA:
+            if (lua_touserdata(L, idx) == NULL) { v->type = LB_NULL; break; }
+            /* fallthrough */
+        default:
+            v->type = LB_OTHER;
+            v->str = luaL_typename(L, idx);
+            v->len = strlen(v->str);
+        }
+    }
+    struct lb_out out;
+    memset(&out, 0, sizeof out);
+    free(vm->pending);
+    vm->pending = NULL;
+    vm->swift_depth++;
+    int rc = vm->host(vm->host_ctx, fnid, args, n, &out);
+    vm->swift_depth--;
+    /* From here on Swift has returned: raising is safe. */
+    vm->pending = out.buf;   /* freed at the next host call or lb_close, even if we raise */
+    for (int i = 0; i < n; i++)
+        if (args[i].type == LB_FUNC && !args[i].keep) luaL_unref(L, LUA_REGISTRYINDEX, args[i].ref);
+    if (vm->killed) lb_kill(L, vm, vm->killed);   /* a nested call tripped a limit */
+    if (rc == -2) lb_kill(L, vm, out.kill ? out.kill : LB_KILL_DBOPS);
+    if (rc < 0) {
+        lb_push_error_table(L, out.code ? out.code : 141, out.buf ? out.buf : "", out.buf ? out.len : 0);
+        return lua_error(L);
+    }
+    switch (out.type) {
+    case LB_BOOL: lua_pushboolean(L, out.boolean); break;
+    case LB_INT: lua_pushinteger(L, (lua_Integer)out.integer); break;
+    case LB_NUM: lua_pushnumber(L, out.number); break;
+    case LB_STR: lua_pushlstring(L, out.buf ? out.buf : "", out.len); break;
+    case LB_JSON: lb_json_decode(L, out.buf ? out.buf : "null", out.buf ? out.len : 4); break;
+    case LB_NULL: lua_pushlightuserdata(L, NULL); break;
+    default: lua_pushnil(L);
+    }
+    return 1;
+}
+
+void lb_unref(lb_vm *vm, int32_t ref) {
+    /* luaL_unref writes existing registry slots only: it does not allocate or raise. */
+    if (ref >= 0) luaL_unref(vm->L, LUA_REGISTRYINDEX, ref);
+}
+
+/* ---------------------------------------------------------------- registration */
+
+typedef struct { const char *ns; const char *name; int64_t fnid; } reg_args;
+
+static int register_body(lua_State *L) {
+    reg_args *a = lua_touserdata(L, 1);
+    lb_vm *vm = lb_from(L);
+    lua_settop(L, 0);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_namespaces);        /* 1 */
+    if (lua_getfield(L, 1, a->ns) != LUA_TTABLE) {                /* 2 */
+        lua_pop(L, 1);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_base);
+        if (lua_getfield(L, -1, a->ns) != LUA_TNIL) luaL_error(L, "'%s' is a built-in library", a->ns);
+        lua_pop(L, 2);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, 1, a->ns);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_base);
+        lb_push_locked(L, 2);
+        lua_setfield(L, -2, a->ns);
+        lua_pop(L, 1);
+    }
+    lua_pushinteger(L, a->fnid);
+    lua_pushcclosure(L, lb_trampoline, 1);
+    lua_setfield(L, 2, a->name);
+    return 0;
+}
+
+int lb_register(lb_vm *vm, const char *ns, const char *name, int64_t fnid) {
+    reg_args a = {ns, name, fnid};
+    lb_result res;
+    int st = lb_run_protected(vm, register_body, &a, (lb_limits){0, 0, 0}, &res);
+    lb_result_free(&res);
+    return st == LB_OK ? 0 : -1;
+}
+
+/* ---------------------------------------------------------------- host outputs */
+
+static void out_reset(lb_out *o) { free(o->buf); o->buf = NULL; o->len = 0; }
+
+static void out_bytes(lb_out *o, const char *s, size_t n) {
+    out_reset(o);
+    o->buf = malloc(n + 1);
+    if (!o->buf) { o->type = LB_NIL; return; }
+    memcpy(o->buf, s, n);
+    o->buf[n] = 0;
+    o->len = n;
+}
+
+void lb_out_nil(lb_out *o) { out_reset(o); o->type = LB_NIL; }
+void lb_out_bool(lb_out *o, int b) { out_reset(o); o->type = LB_BOOL; o->boolean = b; }
+void lb_out_int(lb_out *o, int64_t v) { out_reset(o); o->type = LB_INT; o->integer = v; }
+void lb_out_num(lb_out *o, double v) { out_reset(o); o->type = LB_NUM; o->number = v; }
+void lb_out_str(lb_out *o, const char *s, size_t n) { out_bytes(o, s, n); o->type = LB_STR; }
+void lb_out_json(lb_out *o, const char *s, size_t n) { out_bytes(o, s, n); o->type = LB_JSON; }
+int lb_out_error(lb_out *o, int32_t code, const char *msg, size_t n) {
+    out_bytes(o, msg, n);
+    o->code = code;
+    return -1;
+}
+int lb_out_kill(lb_out *o, int32_t reason) { o->kill = reason; return -2; }
+
+void lb_caller_where(lb_vm *vm, char *out, size_t cap) {
+    /* Read-only (lua_getstack/lua_getinfo "Sl" neither allocate nor raise): safe during a host
+     * callback. Level 0 is the trampoline; the first Lua frame above it is the caller. */
+    lb_where(vm->L, 0, out, cap);
+}

@@ -1,2 +1,0 @@
-#include "luabridge.h"
-#include <lua.h>

@@ -1,0 +1,81 @@
+import MoonbaseCore
+import MoonbaseJSON
+
+/// The host side of the `db`, `files` and `auth` namespaces, implemented by MoonbaseAPI over the
+/// store (STYLE §3.15: one namespace per concern, registered by name).
+///
+/// Contract:
+/// - `call` runs on the thread of the VM that called it, while the Lua call is suspended.
+/// - `db.*` options arrive as a last table argument (`{master = true, order = "-createdAt"}`).
+/// - To run Lua again (the `fn` of `db.transaction(fn)`, a trigger fired by `db.create`), use
+///   `ctx.vm`: `ctx.vm.call(fn, [])` or `ctx.vm.runTrigger(...)`; nested calls share the
+///   outermost call's limits and DB-operation budget.
+/// - Throw `ParseError` for failures: the script sees an error table `{code=, message=}` that it
+///   may catch with `pcall`; uncaught, the call answers with that code.
+/// - Return `.null` for Lua `nil`.
+public protocol CloudHostAPI: Sendable {
+    /// Runs `namespace.name(args...)`. Each `db.*` call has already been counted against the
+    /// call's DB-operation budget.
+    func call(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue
+}
+
+/// The host namespaces and their functions (DESIGN §5, §10).
+public enum CloudHostNamespaces {
+    public static let standard: [String: [String]] = [
+        "db": ["get", "find", "first", "count", "distinct", "create", "update", "delete",
+               "deleteWhere", "updateWhere", "transaction"],
+        "files": ["delete"],
+        "auth": ["verifyPassword", "revokeSessions"],
+    ]
+}
+
+/// Counters shared by a call and the calls nested in it.
+public final class LuaCallCounters {
+    public internal(set) var dbOps: Int64 = 0
+    public init() {}
+}
+
+/// The per-call slot (Redis's RUN_CTX): set before a call and cleared after it.
+///
+/// Thread-confined: it lives on the VM's thread for the duration of one call.
+public final class LuaCallContext {
+    /// Who is calling.
+    public let identity: Identity
+    /// The caller's user object (`req.user`), if any.
+    public let user: JSONValue?
+    public let requestId: String?
+    /// The cloud function, job, trigger (`beforeSave Post`) or route (`GET /x`) being run.
+    public let functionName: String
+    /// The limits in force (the outermost call's).
+    public let limits: LuaLimits
+    /// DB operations used so far, shared with nested calls.
+    public let counters: LuaCallCounters
+    /// The VM running the call, for re-entrant calls back into Lua.
+    public unowned let vm: LuaVM
+    /// Job callbacks (`req.progress`, `req.message`).
+    var job: LuaJobCallbacks?
+
+    public var isMaster: Bool { identity.isMaster }
+
+    init(identity: Identity, user: JSONValue?, requestId: String?, functionName: String,
+         limits: LuaLimits, counters: LuaCallCounters, vm: LuaVM, job: LuaJobCallbacks? = nil) {
+        self.identity = identity
+        self.user = user
+        self.requestId = requestId
+        self.functionName = functionName
+        self.limits = limits
+        self.counters = counters
+        self.vm = vm
+        self.job = job
+    }
+}
+
+/// Swift callbacks of a running job.
+public struct LuaJobCallbacks {
+    public var progress: (Double?, String?) -> Void
+    public var message: (String) -> Void
+    public init(progress: @escaping (Double?, String?) -> Void, message: @escaping (String) -> Void) {
+        self.progress = progress
+        self.message = message
+    }
+}

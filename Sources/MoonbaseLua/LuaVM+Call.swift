@@ -1,0 +1,137 @@
+import CLuaBridge
+import MoonbaseCore
+import MoonbaseJSON
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Result shapes of a call (C's LB_RESULT_*).
+enum LuaResultMode {
+    case returnValue
+    case field(String)
+    case returnOrField(String)
+    case shared
+}
+
+extension LuaVM {
+    /// Calls a function the host received (e.g. `db.transaction(fn)`'s `fn`) with JSON arguments.
+    ///
+    /// During a running call this is part of that call: same globals table, limits and budget.
+    /// - Throws: `ParseError` with the Lua error's code (141 for a bare error or a tripped limit).
+    public func call(_ fn: LuaFunctionRef, _ args: [JSONValue] = []) throws(ParseError) -> JSONValue {
+        if let ctx = contexts.last {
+            return try invoke(ref: fn.ref, args: args, mode: .shared, context: ctx)
+        }
+        let ctx = makeContext(identity: .anonymous, user: nil, requestId: nil, name: "function",
+                              limits: .functionDefaults)
+        return try invoke(ref: fn.ref, args: args, mode: .returnValue, context: ctx)
+    }
+
+    /// A context for a new call; nested calls share the outermost call's limits and counters.
+    func makeContext(identity: Identity, user: JSONValue?, requestId: String?, name: String,
+                     limits: LuaLimits, job: LuaJobCallbacks? = nil) -> LuaCallContext {
+        if let outer = contexts.first {
+            return LuaCallContext(identity: identity, user: user, requestId: requestId ?? outer.requestId,
+                                  functionName: name, limits: outer.limits, counters: outer.counters,
+                                  vm: self, job: job ?? outer.job)
+        }
+        return LuaCallContext(identity: identity, user: user, requestId: requestId, functionName: name,
+                              limits: limits, counters: LuaCallCounters(), vm: self, job: job)
+    }
+
+    /// Runs `ref` with `args` under `context`. The core of every invocation.
+    func invoke(ref: Int32, args: [JSONValue], extras: [(String, LuaExtra)] = [], mode: LuaResultMode,
+                context: LuaCallContext) throws(ParseError) -> JSONValue {
+        let argBytes = JSON.encode(.array(args))
+        var cMode: Int32
+        var field: String?
+        switch mode {
+        case .returnValue: cMode = Int32(LB_RESULT_RETURN)
+        case .field(let f): cMode = Int32(LB_RESULT_FIELD); field = f
+        case .returnOrField(let f): cMode = Int32(LB_RESULT_RETURN_OR_FIELD); field = f
+        case .shared: cMode = Int32(LB_RESULT_RETURN) | Int32(LB_RESULT_SHARED_GLOBALS)
+        }
+        let lim = context.limits
+        let limits = lb_limits(timeout_ms: lim.timeoutMs, max_memory: lim.maxMemoryBytes,
+                               max_instructions: lim.maxInstructions)
+        var cExtras: [lb_extra] = []
+        var owned: [UnsafeMutablePointer<CChar>] = []
+        defer { for p in owned { free(p) } }
+        for (key, e) in extras {
+            let k = strdup(key)!
+            owned.append(k)
+            switch e {
+            case .bytes(let bytes):
+                let p = UnsafeMutablePointer<CChar>.allocate(capacity: max(bytes.count, 1))
+                bytes.withUnsafeBufferPointer { b in
+                    if let base = b.baseAddress { memcpy(p, base, b.count) }
+                }
+                owned.append(p)
+                cExtras.append(lb_extra(key: k, bytes: p, len: bytes.count, fnid: -1))
+            case .function(let fnid):
+                cExtras.append(lb_extra(key: k, bytes: nil, len: 0, fnid: fnid))
+            }
+        }
+        contexts.append(context)
+        defer { contexts.removeLast() }
+        var res = lb_result()
+        defer { lb_result_free(&res) }
+        let fieldC = field.map { strdup($0)! }
+        defer { if let fieldC { free(fieldC) } }
+        _ = argBytes.withUnsafeBufferPointer { a in
+            cExtras.withUnsafeBufferPointer { ex in
+                a.baseAddress!.withMemoryRebound(to: CChar.self, capacity: a.count) { ap in
+                    lb_call(handle, ref, ap, a.count, ex.baseAddress, Int32(ex.count), cMode, fieldC, limits, &res)
+                }
+            }
+        }
+        return try decodeResult(&res, context: context)
+    }
+
+    func decodeResult(_ res: inout lb_result, context: LuaCallContext) throws(ParseError) -> JSONValue {
+        switch Int(res.status) {
+        case Int(LB_OK):
+            guard let p = res.json else { return .null }
+            let buf = UnsafeBufferPointer(start: UnsafeRawPointer(p).assumingMemoryBound(to: UInt8.self), count: res.json_len)
+            return try JSON.parse(buf)
+        case Int(LB_KILLED):
+            throw killError(reason: res.kill_reason, where: whereString(&res), context: context)
+        default:
+            let msg = res.message.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: res.message_len), as: UTF8.self) } ?? "error"
+            let w = whereString(&res)
+            return try { () throws(ParseError) -> JSONValue in
+                throw ParseError(ParseErrorCode(Int(res.code)), msg, underlying: w.isEmpty ? nil : "at \(w)")
+            }()
+        }
+    }
+
+    func whereString(_ res: inout lb_result) -> String {
+        withUnsafeBytes(of: &res.where) { raw in
+            let bytes = raw.prefix { $0 != 0 }
+            return String(decoding: bytes, as: UTF8.self)
+        }
+    }
+
+    /// "timeout of 100 ms exceeded in function 'spin' (functions/a.lua:3)"
+    func killError(reason: Int32, where w: String, context: LuaCallContext) -> ParseError {
+        let outer = contexts.first ?? context
+        let l = outer.limits
+        let what: String
+        switch Int(reason) {
+        case Int(LB_KILL_TIMEOUT): what = "timeout of \(l.timeoutMs) ms exceeded"
+        case Int(LB_KILL_INSTRUCTIONS): what = "instruction limit of \(l.maxInstructions) exceeded"
+        case Int(LB_KILL_DBOPS): what = "database operation limit of \(l.maxDbOps) exceeded"
+        default: what = "memory limit of \(l.maxMemoryMB) MB exceeded"
+        }
+        var msg = "\(what) in function '\(outer.functionName)'"
+        if !w.isEmpty { msg += " (\(w))" }
+        return ParseError(.scriptFailed, msg)
+    }
+}
+
+/// An extra field set on a call's first argument.
+enum LuaExtra {
+    case bytes([UInt8])
+    case function(Int64)
+}

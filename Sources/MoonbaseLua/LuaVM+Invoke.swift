@@ -1,0 +1,148 @@
+import MoonbaseCore
+import MoonbaseJSON
+
+extension LuaVM {
+    /// Runs `cloud.define(name, …)` with `req.params`, after its validators.
+    /// - Returns: the function's return value (`{"result": …}` for the API).
+    /// - Throws: 141 `Invalid function: "NAME"`; 142 from validators; the script's error code.
+    public func runFunction(_ name: String, params: JSONObject, request: CloudRequest,
+                            limits: LuaLimits = .functionDefaults) throws(ParseError) -> JSONValue {
+        guard let info = registry.functions[name], let ref = handlerRefs[.function(name)] else {
+            throw ParseError(.scriptFailed, "Invalid function: \"\(name)\"")
+        }
+        let p = try CloudValidation.validate(info.options, params: params, request: request)
+        let ctx = makeContext(identity: request.identity, user: request.user, requestId: request.requestId,
+                              name: name, limits: limits.applying(info.options))
+        return try invoke(ref: ref, args: [request.table([("params", .object(p))])], mode: .returnValue, context: ctx)
+    }
+
+    /// Whether a trigger is registered (the store skips the call entirely otherwise).
+    public func hasTrigger(_ kind: CloudTriggerKind, _ className: String) -> Bool {
+        handlerRefs[.trigger(CloudRegistry.triggerKey(kind, className))] != nil
+    }
+
+    /// Runs a trigger.
+    /// - `beforeSave`: returns `req.object` after the trigger (it may mutate it).
+    /// - `afterFind`: `req.objects`; returns the list the trigger returned, or `req.objects`.
+    /// - others: returns nil.
+    /// Returns nil without running anything when no trigger is registered.
+    public func runTrigger(_ kind: CloudTriggerKind, className: String, object: JSONValue? = nil,
+                           original: JSONValue? = nil, objects: [JSONValue]? = nil, request: CloudRequest,
+                           limits: LuaLimits = .functionDefaults) throws(ParseError) -> JSONValue? {
+        let key = CloudRegistry.triggerKey(kind, className)
+        guard let ref = handlerRefs[.trigger(key)] else { return nil }
+        var extra: [(String, JSONValue)] = [("className", .string(className)), ("triggerName", .string(kind.rawValue))]
+        if let object { extra.append(("object", object)) }
+        if let original { extra.append(("original", original)) }
+        if let objects { extra.append(("objects", .array(objects))) }
+        let ctx = makeContext(identity: request.identity, user: request.user, requestId: request.requestId,
+                              name: key, limits: limits)
+        let mode: LuaResultMode
+        switch kind {
+        case .beforeSave: mode = .field("object")
+        case .afterFind: mode = .returnOrField("objects")
+        default: mode = .returnValue
+        }
+        let v = try invoke(ref: ref, args: [request.table(extra)], mode: mode, context: ctx)
+        switch kind {
+        case .beforeSave:
+            guard v.objectValue != nil else {
+                throw ParseError(.scriptFailed, "beforeSave \(className): req.object must stay an object")
+            }
+            return v
+        case .afterFind:
+            if case .object(let o) = v, o.isEmpty { return .array([]) }
+            guard v.arrayValue != nil else {
+                throw ParseError(.scriptFailed, "afterFind \(className): must return a list of objects")
+            }
+            return v
+        default:
+            return nil
+        }
+    }
+
+    /// Runs the route matching `method path`, or returns nil when none matches.
+    /// - Throws: the script's error (the API answers 500/141 for a bare error, 400/code for
+    ///   `cloud.error`).
+    public func runRoute(_ r: CloudRouteRequest, limits: LuaLimits = .functionDefaults) throws(ParseError) -> CloudRouteResponse? {
+        guard let (route, params) = registry.matchRoute(method: r.method, path: r.path),
+              let ref = handlerRefs[.route(route.method, route.path)] else { return nil }
+        var pathObj = JSONObject()
+        for (k, v) in params.sorted(by: { $0.key < $1.key }) { pathObj[k] = .string(v) }
+        var query = JSONObject()
+        for (k, v) in r.query { query[k] = .string(v) }
+        var extra: [(String, JSONValue)] = [("method", .string(r.method.uppercased())), ("path", .object(pathObj)),
+                                           ("query", .object(query))]
+        if !r.body.isEmpty, let j = try? JSON.parse(r.body) { extra.append(("json", j)) }
+        let ctx = makeContext(identity: r.request.identity, user: r.request.user, requestId: r.request.requestId,
+                              name: "\(route.method) \(route.path)", limits: limits.applying(route.options))
+        let v = try invoke(ref: ref, args: [r.request.table(extra)], extras: [("body", .bytes(r.body))],
+                           mode: .returnValue, context: ctx)
+        return try Self.routeResponse(v)
+    }
+
+    static func routeResponse(_ v: JSONValue) throws(ParseError) -> CloudRouteResponse {
+        guard case .object(let o) = v, o["status"] != nil || o["json"] != nil || o["body"] != nil || o["headers"] != nil else {
+            if v.isNull { return CloudRouteResponse(status: 204, headers: [], body: []) }
+            if case .string(let s) = v {
+                return CloudRouteResponse(status: 200, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(s.utf8))
+            }
+            return CloudRouteResponse(status: 200, headers: [("Content-Type", "application/json")], body: JSON.encode(v))
+        }
+        var status = 200
+        if let s = o["status"] {
+            guard let i = s.intValue, i >= 100, i <= 599 else {
+                throw ParseError(.scriptFailed, "route: status must be an integer from 100 to 599")
+            }
+            status = Int(i)
+        }
+        var headers: [(String, String)] = []
+        if let h = o["headers"] {
+            guard let ho = h.objectValue else { throw ParseError(.scriptFailed, "route: headers must be a table of strings") }
+            for e in ho {
+                let value: String
+                switch e.value {
+                case .string(let s): value = s
+                case .int(let i): value = String(i)
+                default: throw ParseError(.scriptFailed, "route: header \(e.key) must be a string")
+                }
+                guard !e.key.utf8.contains(where: { $0 < 33 || $0 == 58 }), !value.utf8.contains(where: { $0 == 13 || $0 == 10 }) else {
+                    throw ParseError(.scriptFailed, "route: invalid header \(e.key)")
+                }
+                headers.append((e.key, value))
+            }
+        }
+        func has(_ name: String) -> Bool { headers.contains { $0.0.lowercased() == name } }
+        var body: [UInt8] = []
+        if let j = o["json"] {
+            body = JSON.encode(j)
+            if !has("content-type") { headers.append(("Content-Type", "application/json")) }
+        } else if let b = o["body"] {
+            guard let s = b.stringValue else { throw ParseError(.scriptFailed, "route: body must be a string") }
+            body = Array(s.utf8)
+            if !has("content-type") { headers.append(("Content-Type", "text/plain; charset=utf-8")) }
+        }
+        return CloudRouteResponse(status: status, headers: headers, body: body)
+    }
+
+    /// Runs `cloud.job(name, fn)` with `req.params`, `req.progress(fraction, text)` and
+    /// `req.message(text)` delivered to `callbacks`.
+    /// - Returns: the final message: a returned string, or a returned table JSON-encoded; nil otherwise.
+    /// - Throws: 141 `Invalid job: "NAME"`; the script's error.
+    public func runJob(_ name: String, params: JSONObject, request: CloudRequest = CloudRequest(identity: .master),
+                       limits: LuaLimits = .jobDefaults, callbacks: LuaJobCallbacks) throws(ParseError) -> String? {
+        guard let info = registry.jobs[name], let ref = handlerRefs[.job(name)] else {
+            throw ParseError(.scriptFailed, "Invalid job: \"\(name)\"")
+        }
+        let ctx = makeContext(identity: request.identity, user: request.user, requestId: request.requestId,
+                              name: name, limits: limits.applying(info.options), job: callbacks)
+        let v = try invoke(ref: ref, args: [request.table([("params", .object(params))])],
+                           extras: [("progress", .function(progressFn)), ("message", .function(messageFn))],
+                           mode: .returnValue, context: ctx)
+        switch v {
+        case .null: return nil
+        case .string(let s): return s
+        default: return v.jsonString
+        }
+    }
+}

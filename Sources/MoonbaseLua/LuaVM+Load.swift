@@ -1,0 +1,199 @@
+import CLuaBridge
+import MoonbaseCore
+import MoonbaseJSON
+
+extension LuaVM {
+    /// Runs a file's top level once (the load pass, STYLE §3.15): it registers handlers and
+    /// declarations into `registry`. File-level locals become module state of this VM; globals
+    /// assigned at top level are module globals (read-only to calls, which see their own writes).
+    /// - Throws: `LuaLoadError` with file:line for syntax errors, runtime errors, bad or
+    ///   duplicate declarations and tripped limits.
+    public func load(file: String, source: String, limits: LuaLimits = .loadDefaults) throws(LuaLoadError) {
+        let ctx = makeContext(identity: .anonymous, user: nil, requestId: nil, name: "load \(file)", limits: limits)
+        loadingFile = file
+        contexts.append(ctx)
+        defer {
+            contexts.removeLast()
+            loadingFile = nil
+        }
+        var res = lb_result()
+        defer { lb_result_free(&res) }
+        let lim = lb_limits(timeout_ms: limits.timeoutMs, max_memory: limits.maxMemoryBytes,
+                            max_instructions: limits.maxInstructions)
+        var src = source
+        src.withUTF8 { b in
+            b.withMemoryRebound(to: CChar.self) { _ = lb_load(handle, "@" + file, $0.baseAddress, $0.count, lim, &res) }
+        }
+        if res.status == Int32(LB_OK) { return }
+        do throws(ParseError) {
+            _ = try decodeResult(&res, context: ctx)
+        } catch {
+            var message = error.message
+            var line: Int?
+            if let u = error.underlying, u.hasPrefix("at "), let loc = LuaLocation(String(u.dropFirst(3))) {
+                line = loc.line
+            }
+            // Syntax errors and error("...") carry a "file:line: " prefix: move it into `line`.
+            let prefix = file + ":"
+            if message.hasPrefix(prefix) {
+                let rest = message.dropFirst(prefix.count)
+                if let colon = rest.firstIndex(of: ":"), let n = Int(rest[..<colon]) {
+                    line = n
+                    message = String(String(rest[rest.index(after: colon)...]).trimmingPrefix(" "))
+                }
+            }
+            throw LuaLoadError(file: file, line: line, message: message)
+        }
+    }
+
+    func declare(_ d: CloudDeclaration, _ args: [LuaValue], _ keep: inout [Int32]) throws(ParseError) -> JSONValue {
+        let fname = "cloud.\(d.rawValue)"
+        guard loadingFile != nil else {
+            throw ParseError(.scriptFailed, "\(fname) can only be called when the file loads")
+        }
+        let loc = callerLocation()
+        func bad(_ what: String) -> ParseError { ParseError(.scriptFailed, "\(fname): \(what)") }
+        func str(_ i: Int, _ what: String) throws(ParseError) -> String {
+            guard i < args.count, let s = args[i].stringValue, !s.isEmpty else { throw bad("\(what) must be a non-empty string") }
+            return s
+        }
+        /// (options, function) from `[options,] fn` starting at `i`.
+        func optionsAndFunction(_ i: Int) throws(ParseError) -> (CloudFunctionOptions, LuaFunctionRef) {
+            if args.count == i + 1, let f = args[i].function { return (CloudFunctionOptions(), f) }
+            guard args.count == i + 2, let f = args[i + 1].function else { throw bad("expected [options,] function") }
+            guard let o = args[i].objectValue else {
+                if args[i].json == .object([:]) || args[i].json?.arrayValue?.isEmpty == true { return (CloudFunctionOptions(), f) }
+                throw bad("options must be a table")
+            }
+            return (try parseOptions(o, fname), f)
+        }
+        switch d {
+        case .define, .job:
+            let name = try str(0, "name")
+            let (opts, f) = try optionsAndFunction(1)
+            let key: CloudHandlerKey = d == .define ? .function(name) : .job(name)
+            if let prev = (d == .define ? registry.functions[name] : registry.jobs[name]) {
+                throw bad("'\(name)' is already defined" + (prev.location.map { " (first at \($0))" } ?? ""))
+            }
+            let info = CloudHandlerInfo(name: name, options: opts, location: loc)
+            if d == .define { registry.functions[name] = info } else { registry.jobs[name] = info }
+            handlerRefs[key] = f.ref
+            keep.append(f.ref)
+        case .route:
+            let method = try str(0, "method").uppercased()
+            guard ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "*"].contains(method) else {
+                throw bad("unknown method '\(method)'")
+            }
+            let path = try str(1, "path")
+            guard path.hasPrefix("/") else { throw bad("path must start with '/'") }
+            let (opts, f) = try optionsAndFunction(2)
+            if let prev = registry.routes.first(where: { $0.method == method && $0.path == path }) {
+                throw bad("route \(method) \(path) is already defined" + (prev.location.map { " (first at \($0))" } ?? ""))
+            }
+            registry.routes.append(CloudRouteInfo(method: method, path: path, options: opts, location: loc))
+            handlerRefs[.route(method, path)] = f.ref
+            keep.append(f.ref)
+        case .beforeSave, .afterSave, .beforeDelete, .afterDelete, .afterFind:
+            let cls = try str(0, "className")
+            guard args.count == 2, let f = args[1].function else { throw bad("expected (className, function)") }
+            let kind = CloudTriggerKind(rawValue: d.rawValue)!
+            let key = CloudRegistry.triggerKey(kind, cls)
+            if let prev = registry.triggers[key] {
+                throw bad("\(key) is already defined" + (prev.location.map { " (first at \($0))" } ?? ""))
+            }
+            registry.triggers[key] = CloudHandlerInfo(name: key, options: CloudFunctionOptions(), location: loc)
+            handlerRefs[.trigger(key)] = f.ref
+            keep.append(f.ref)
+        case .index, .textIndex:
+            let cls = try str(0, "className")
+            guard args.count >= 2, let arr = args[1].json?.arrayValue, !arr.isEmpty else {
+                throw bad("fields must be a non-empty list of field names")
+            }
+            var fields: [String] = []
+            for v in arr {
+                guard let s = v.stringValue, !s.isEmpty else { throw bad("fields must be a non-empty list of field names") }
+                fields.append(s)
+            }
+            var unique = false
+            if args.count >= 3, let o = args[2].json, !o.isNull {
+                guard d == .index, let obj = o.objectValue else { throw bad("options must be a table") }
+                for e in obj {
+                    guard e.key == "unique", let b = e.value.boolValue else { throw bad("unknown option '\(e.key)'") }
+                    unique = b
+                }
+            }
+            let decl = CloudIndexDeclaration(className: cls, fields: fields, unique: unique, text: d == .textIndex, location: loc)
+            if !registry.indexes.contains(where: { $0.className == cls && $0.fields == fields && $0.text == decl.text }) {
+                registry.indexes.append(decl)
+            } else if let prev = registry.indexes.first(where: { $0.className == cls && $0.fields == fields && $0.text == decl.text }),
+                      prev.unique != unique {
+                throw bad("index on \(cls)(\(fields.joined(separator: ","))) declared twice with different options")
+            }
+        case .classPermissions:
+            let cls = try str(0, "className")
+            guard args.count == 2, let v = args[1].json, v.objectValue != nil else { throw bad("permissions must be a table") }
+            if registry.classPermissions.contains(where: { $0.className == cls }) {
+                throw bad("permissions of \(cls) are already declared")
+            }
+            registry.classPermissions.append(CloudClassPermissions(className: cls, permissions: v, location: loc))
+        }
+        return .null
+    }
+
+    func parseOptions(_ o: JSONObject, _ fname: String) throws(ParseError) -> CloudFunctionOptions {
+        func bad(_ what: String) -> ParseError { ParseError(.scriptFailed, "\(fname): \(what)") }
+        var r = CloudFunctionOptions()
+        func bool(_ v: JSONValue, _ k: String) throws(ParseError) -> Bool {
+            guard let b = v.boolValue else { throw bad("option '\(k)' must be a boolean") }
+            return b
+        }
+        func positive(_ v: JSONValue, _ k: String) throws(ParseError) -> Int64 {
+            guard let i = v.intValue, i >= 0 else { throw bad("option '\(k)' must be a non-negative integer") }
+            return i
+        }
+        for e in o {
+            switch e.key {
+            case "requireUser": r.requireUser = try bool(e.value, e.key)
+            case "requireMaster": r.requireMaster = try bool(e.value, e.key)
+            case "validateMasterKey": r.validateMasterKey = try bool(e.value, e.key)
+            case "timeoutMs": r.timeoutMs = try positive(e.value, e.key)
+            case "maxMemoryMB": r.maxMemoryMB = try positive(e.value, e.key)
+            case "maxDbOps": r.maxDbOps = try positive(e.value, e.key)
+            case "maxInstructions": r.maxInstructions = try positive(e.value, e.key)
+            case "rateLimit":
+                guard let rl = e.value.objectValue, let n = rl["perMinute"]?.intValue, n > 0, rl.count == 1 else {
+                    throw bad("rateLimit must be {perMinute = N}")
+                }
+                r.rateLimitPerMinute = Int(n)
+            case "fields":
+                guard let fs = e.value.objectValue else {
+                    if e.value.arrayValue?.isEmpty == true { continue }
+                    throw bad("fields must be a table")
+                }
+                for f in fs {
+                    var rule = CloudFieldRule(name: f.key, type: nil, required: false, options: nil, defaultValue: nil)
+                    guard let spec = f.value.objectValue else { throw bad("fields.\(f.key) must be a table") }
+                    for s in spec {
+                        switch s.key {
+                        case "type":
+                            guard let t = s.value.stringValue?.lowercased(),
+                                  ["string", "number", "boolean", "object", "array", "date", "any"].contains(t) else {
+                                throw bad("fields.\(f.key).type must be string, number, boolean, object, array or date")
+                            }
+                            rule.type = t == "any" ? nil : t
+                        case "required": rule.required = try bool(s.value, "fields.\(f.key).required")
+                        case "options":
+                            guard let a = s.value.arrayValue else { throw bad("fields.\(f.key).options must be a list") }
+                            rule.options = a
+                        case "default": rule.defaultValue = s.value
+                        default: throw bad("unknown option 'fields.\(f.key).\(s.key)'")
+                        }
+                    }
+                    r.fields.append(rule)
+                }
+            default: throw bad("unknown option '\(e.key)'")
+            }
+        }
+        return r
+    }
+}

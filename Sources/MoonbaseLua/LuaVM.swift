@@ -1,0 +1,104 @@
+import CLuaBridge
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseCrypto
+
+/// One Lua 5.4 state with the Moonbase sandbox, reused across calls.
+///
+/// Thread-confined: create it and use it on one thread (a worker owns one VM; each running job
+/// gets its own). Re-entrant on that thread: a host function may call back into Lua through
+/// `call(_:_:)` or the `run*` methods, and nested calls share the outermost call's limits.
+///
+/// Bridge rules (FINDINGS §2, STYLE §3.3): only CLuaBridge includes lua.h; every entry into Lua
+/// is `lua_pcall` of a C body; Lua→Swift calls go through the C trampoline, which raises only
+/// after Swift returned. With `strict` (the default in debug builds) the allocator aborts if
+/// Lua allocates while a Swift frame is live.
+///
+/// ```swift
+/// let vm = try LuaVM()
+/// try vm.load(file: "functions/hello.lua", source: #"cloud.define("hello", function(req) return "hi" end)"#)
+/// let v = try vm.runFunction("hello", params: [:], request: CloudRequest())   // .string("hi")
+/// ```
+public final class LuaVM {
+    private var raw: OpaquePointer!
+    let host: (any CloudHostAPI)?
+    let clock: any HostClock
+    let randomId: @Sendable (Int) -> String
+    public let strict: Bool
+    var bindings: [HostBinding] = []
+    var contexts: [LuaCallContext] = []
+    var loadingFile: String?
+    /// Handlers and declarations collected by `load`.
+    public internal(set) var registry = CloudRegistry()
+    var handlerRefs: [CloudHandlerKey: Int32] = [:]
+    let progressFn: Int64
+    let messageFn: Int64
+
+    #if DEBUG
+    public static let defaultStrict = true
+    #else
+    public static let defaultStrict = false
+    #endif
+
+    /// - Parameters:
+    ///   - host: implements the host namespaces (`db`, `files`, `auth`); calls to them fail with
+    ///     141 when nil.
+    ///   - namespaces: host namespace → function names to expose.
+    ///   - clock: `time.now()`.
+    ///   - randomId: `crypto.randomId(n)`.
+    /// - Throws: `ParseError` 1 when the state cannot be created.
+    public init(host: (any CloudHostAPI)? = nil,
+                namespaces: [String: [String]] = CloudHostNamespaces.standard,
+                clock: any HostClock = SystemClock(),
+                randomId: @escaping @Sendable (Int) -> String = { LuaVM.defaultRandomId($0) },
+                strict: Bool = LuaVM.defaultStrict) throws(ParseError) {
+        self.host = host
+        self.clock = clock
+        self.randomId = randomId
+        self.strict = strict
+        var b: [HostBinding] = []
+        for ns in namespaces.keys.sorted() {
+            for name in namespaces[ns]! { b.append(.host(ns, name)) }
+        }
+        b.append(contentsOf: [.log(.debug), .log(.info), .log(.warn), .log(.error), .timeNow, .randomId])
+        for d in CloudDeclaration.allCases { b.append(.cloud(d)) }
+        progressFn = Int64(b.count)
+        b.append(.jobProgress)
+        messageFn = Int64(b.count)
+        b.append(.jobMessage)
+        bindings = b
+        guard let vm = lb_new(strict ? 1 : 0, luaHostTrampoline, Unmanaged.passUnretained(self).toOpaque()) else {
+            throw ParseError.internalError("cannot create a Lua state")
+        }
+        raw = vm
+        for (i, binding) in bindings.enumerated() {
+            guard let (ns, name) = binding.luaName else { continue }
+            guard lb_register(vm, ns, name, Int64(i)) == 0 else {
+                throw ParseError.internalError("cannot register \(ns).\(name)")
+            }
+        }
+    }
+
+    deinit { lb_close(raw) }
+
+    /// The default `crypto.randomId` source: libsodium via MoonbaseCrypto.
+    public static func defaultRandomId(_ n: Int) -> String { Random.alphanumeric(n) }
+
+    /// Bytes currently allocated by the Lua heap.
+    public var memoryInUse: Int { lb_memory(raw) }
+    /// Nesting of calls currently running on this VM (0 when idle).
+    public var depth: Int { Int(lb_depth(raw)) }
+    /// Values left on the Lua stack (0 when idle: the harness checks the stack stays balanced).
+    public var stackTop: Int { Int(lb_stack_top(raw)) }
+    /// The running call's context (nil when idle).
+    public var currentContext: LuaCallContext? { contexts.last }
+
+    var handle: OpaquePointer { raw }
+}
+
+/// The one C entry point for every host function (FINDINGS §6: a global `@convention(c)` let).
+/// `ctx` is the `LuaVM`, passed unretained: the VM owns the state, so it outlives every call.
+let luaHostTrampoline: lb_host_fn = { ctx, fnid, args, nargs, out in
+    let vm = Unmanaged<LuaVM>.fromOpaque(ctx!).takeUnretainedValue()
+    return vm.dispatch(Int(fnid), args!, Int(nargs), out!)
+}
