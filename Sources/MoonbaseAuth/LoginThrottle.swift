@@ -1,0 +1,96 @@
+import MoonbaseCore
+import Synchronization
+
+/// Counts failed logins per key (`user:<id>`, `name:<login>`, `ip:<address>`) in fixed windows
+/// and refuses attempts once a key reached the limit (DESIGN §8, §10).
+///
+/// A window opens at a key's first failure and lasts `windowMillis`; once `maxFailures` failures
+/// fell in it, every attempt for that key is refused with 155 (HTTP 429) and a `Retry-After`
+/// header (seconds until the window closes), whether its password is right or not. A successful
+/// login clears the account's key (not the IP's). `maxFailures == 0` turns throttling off.
+///
+/// Counts live in memory only: a restart forgets them, and several processes would each count
+/// on their own. That is enough to stop online guessing against one host; the table is bounded
+/// (expired windows are pruned, and the oldest windows dropped beyond `capacity`).
+///
+/// Thread-safety: `Sendable`; one `Mutex` around the table (a login already costs an argon2id
+/// verification, so the lock is never the bottleneck).
+public final class LoginThrottle: Sendable {
+    struct Window { var start: Int64; var failures: Int }
+
+    public let maxFailures: Int
+    public let windowMillis: Int64
+    let capacity: Int
+    private let clock: any HostClock
+    private let windows = Mutex<[String: Window]>([:])
+
+    public init(maxFailures: Int, windowMillis: Int64, clock: any HostClock, capacity: Int = 100_000) {
+        self.maxFailures = maxFailures
+        self.windowMillis = windowMillis
+        self.clock = clock
+        self.capacity = max(capacity, 16)
+    }
+
+    public var isEnabled: Bool { maxFailures > 0 }
+
+    /// Throws 155 when any of `keys` is over the limit.
+    /// - Throws: `ParseError` 155, status 429, with `Retry-After` in whole seconds (at least 1).
+    public func check(_ keys: [String]) throws(ParseError) {
+        guard isEnabled else { return }
+        let now = clock.nowMillis()
+        let waitMillis: Int64 = windows.withLock { w in
+            var longest: Int64 = 0
+            for k in keys {
+                guard let win = w[k], win.failures >= maxFailures else { continue }
+                let left = win.start + windowMillis - now
+                if left > 0 { longest = max(longest, left) }
+            }
+            return longest
+        }
+        guard waitMillis > 0 else { return }
+        let seconds = (waitMillis + 999) / 1000
+        throw ParseError(.requestLimitExceeded, "Too many failed login attempts; try again in \(seconds) seconds.",
+                         headers: [("Retry-After", String(seconds))], status: 429)
+    }
+
+    /// Counts one failure against each key.
+    public func recordFailure(_ keys: [String]) {
+        guard isEnabled else { return }
+        let now = clock.nowMillis()
+        windows.withLock { w in
+            for k in keys {
+                if var win = w[k], now - win.start < windowMillis {
+                    win.failures += 1
+                    w[k] = win
+                } else {
+                    w[k] = Window(start: now, failures: 1)
+                }
+            }
+            if w.count > capacity { prune(&w, now: now) }
+        }
+    }
+
+    /// Forgets the failures of `key` (a successful login resets its account).
+    public func reset(_ key: String) {
+        guard isEnabled else { return }
+        _ = windows.withLock { $0.removeValue(forKey: key) }
+    }
+
+    /// Failures currently counted for `key` in its open window (tests, diagnostics).
+    public func failures(_ key: String) -> Int {
+        let now = clock.nowMillis()
+        return windows.withLock { w in
+            guard let win = w[key], now - win.start < windowMillis else { return 0 }
+            return win.failures
+        }
+    }
+
+    /// Drops closed windows, then the oldest ones until the table is at 3/4 of its capacity.
+    private func prune(_ w: inout [String: Window], now: Int64) {
+        w = w.filter { now - $0.value.start < windowMillis }
+        let target = capacity * 3 / 4
+        guard w.count > target else { return }
+        let oldest = w.sorted { $0.value.start < $1.value.start }.prefix(w.count - target).map(\.key)
+        for k in oldest { w.removeValue(forKey: k) }
+    }
+}

@@ -1,1 +1,0 @@
-// MoonbaseAuth: see Package.swift and STYLE.md §2 for this module's role.
