@@ -1,2 +1,14 @@
+import MoonbaseAPI
+import MoonbaseCore
 import MoonbaseHost
-print("moonbase")
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// `moonbase VERB [options]`: verbs map to small command functions in MoonbaseHost; a
+// `UsageError` exits 2, any other failure exits 1 (DESIGN §1).
+Signals.block()
+let argv = Array(CommandLine.arguments.dropFirst())
+let code = Commands.run(argv)
+exit(code)

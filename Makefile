@@ -1,0 +1,63 @@
+# Moonbase: `make run` serves the default functions/ and cron/ on 127.0.0.1:8080;
+# `make test` runs the whole suite (unit tests + end-to-end tests against the real binary).
+SHELL := /bin/bash
+APT_PACKAGES := libsqlite3-dev liblua5.4-dev libmicrohttpd-dev libsodium-dev pkg-config python3-venv sqlite3 curl
+BENCH_APT_PACKAGES := wrk
+VENV := .venv
+PY := $(VENV)/bin/python
+SWIFT_FLAGS ?=
+
+.PHONY: all deps venv build release run test unit e2e bench check clean
+
+all: build
+
+# Installs the Debian packages that are missing (root or sudo), never reinstalls.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+# Python test tooling lives in a virtual environment (Debian's system pip refuses installs).
+$(VENV)/.stamp: tests/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r tests/requirements.txt
+	touch $@
+
+venv: deps $(VENV)/.stamp
+
+build: deps
+	swift build $(SWIFT_FLAGS)
+
+release: deps
+	swift build -c release $(SWIFT_FLAGS)
+
+run: release
+	.build/release/moonbase serve --host 127.0.0.1 --port 8080 --data ./data --functions ./functions --cron ./cron
+
+check: build
+	.build/debug/moonbase check functions
+
+# End-to-end tests first (they use the debug binary), the swift test summary line last.
+test: deps venv
+	swift build --build-tests $(SWIFT_FLAGS)
+	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) -m pytest -q tests/e2e tests/cron; rc=$$?; \
+	  if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi
+	swift test --skip-build $(SWIFT_FLAGS)
+
+unit: deps
+	swift test $(SWIFT_FLAGS)
+
+e2e: deps venv
+	swift build $(SWIFT_FLAGS)
+	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) -m pytest -q tests/e2e
+
+bench: deps release
+	bash bench/run.sh
+
+clean:
+	rm -rf .build $(VENV)

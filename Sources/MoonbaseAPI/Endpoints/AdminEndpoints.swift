@@ -1,0 +1,127 @@
+import MoonbaseCore
+import MoonbaseCron
+import MoonbaseHTTP
+import MoonbaseJSON
+import MoonbaseQuota
+
+/// `/admin/*` (master key): Cloud Code files (deploy, list, delete), jobs, usage.
+enum AdminEndpoints {
+    static func routes(_ s: Services, usage: SQLiteUsageSink) -> [(String, String, Endpoint)] {
+        [
+            ("GET", "/admin/functions", Endpoint("admin.functions.list", access: .master) { req throws(ParseError) in
+                req.target = .admin("functions")
+                return .json(200, JSON.encode(functionsJSON(s)))
+            }),
+            ("GET", "/admin/functions/:file", Endpoint("admin.functions.get", access: .master) { req throws(ParseError) in
+                req.target = .admin("functions")
+                let file = try luaFileName(req.param("file"))
+                guard let b = FileSystem.readFile(s.config.functionsDir + "/" + file) else {
+                    throw ParseError(.objectNotFound, "no such file: \(file)")
+                }
+                return .text(200, String(decoding: b, as: UTF8.self), contentType: "text/x-lua; charset=utf-8")
+            }),
+            ("PUT", "/admin/functions/:file", Endpoint("admin.functions.put", access: .master) { req throws(ParseError) in
+                req.target = .admin("functions")
+                let file = try luaFileName(req.param("file"))
+                let text = String(decoding: req.http.body, as: UTF8.self)
+                // Load the candidate generation first; only a generation that loads is written.
+                var sources = CloudService.readSources(s.config.functionsDir).filter { $0.file != file }
+                sources.append((file: file, text: text))
+                sources.sort { $0.file < $1.file }
+                let errors = s.cloud.load(sources)
+                if !errors.isEmpty {
+                    throw ParseError(.scriptFailed, errors.sorted { $0.key < $1.key }.map { "\($0.value)" }.joined(separator: "; "))
+                }
+                try FileSystem.writeFile(s.config.functionsDir + "/" + file, Array(req.http.body))
+                return .json(200, JSON.encode(functionsJSON(s)))
+            }),
+            ("DELETE", "/admin/functions/:file", Endpoint("admin.functions.delete", access: .master) { req throws(ParseError) in
+                req.target = .admin("functions")
+                let file = try luaFileName(req.param("file"))
+                let path = s.config.functionsDir + "/" + file
+                guard FileSystem.exists(path) else { throw ParseError(.objectNotFound, "no such file: \(file)") }
+                let errors = s.cloud.load(CloudService.readSources(s.config.functionsDir).filter { $0.file != file })
+                if !errors.isEmpty {
+                    throw ParseError(.scriptFailed, errors.values.sorted().joined(separator: "; "))
+                }
+                _ = FileSystem.remove(path)
+                return .json(200, JSON.encode(functionsJSON(s)))
+            }),
+            ("GET", "/admin/jobs", Endpoint("admin.jobs", access: .master) { req throws(ParseError) in
+                req.target = .admin("jobs")
+                return .json(200, JSON.encode(try jobsJSON(s)))
+            }),
+            ("GET", "/admin/usage", Endpoint("admin.usage", access: .master) { req throws(ParseError) in
+                req.target = .admin("usage")
+                guard let by = UsageGrouping(query: req.http.queryValue("by")) else {
+                    throw ParseError(.invalidQuery, "by must be account, function, hour or month")
+                }
+                guard let range = UsageReport.range(from: req.http.queryValue("from"), to: req.http.queryValue("to"),
+                                                    now: s.clock.nowMillis())
+                else { throw ParseError(.invalidQuery, "from/to must be ISO-8601 dates with from before to") }
+                try s.flushUsage()
+                return .json(200, JSON.encode(SQLiteUsageSink.json(try usage.report(from: range.from, to: range.to, by: by))))
+            }),
+        ]
+    }
+
+    /// `name.lua`, nothing else (no path separators, no hidden files).
+    static func luaFileName(_ f: String) throws(ParseError) -> String {
+        let ok = f.hasSuffix(".lua") && f.utf8.count <= 128 && f.utf8.first != UInt8(ascii: ".")
+            && f.utf8.allSatisfy { c in
+                (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 46 || c == 45 || c == 95
+            }
+        guard ok else { throw ParseError(.invalidFileName, "invalid Lua file name: \(f)") }
+        return f
+    }
+
+    static func functionsJSON(_ s: Services) -> JSONValue {
+        let gen = s.cloud.generation
+        let reg = gen.registry
+        func loc(_ l: Any?) -> JSONValue { l.map { .string("\($0)") } ?? .null }
+        return .object([
+            "generation": .int(Int64(gen.id)),
+            "files": .array(gen.sources.map { .string($0.file) }),
+            "functions": .array(reg.functions.keys.sorted().map { .string($0) }),
+            "jobs": .array(reg.jobs.keys.sorted().map { .string($0) }),
+            "routes": .array(reg.routes.map { .string("\($0.method) \($0.path)") }),
+            "triggers": .array(reg.triggers.keys.sorted().map { .string($0) }),
+            "errors": .object(JSONObject(s.cloud.loadErrors.sorted { $0.key < $1.key }.map { .init($0.key, .string($0.value)) })),
+        ])
+    }
+
+    static func jobsJSON(_ s: Services) throws(ParseError) -> JSONValue { try AdminJobs.json(s) }
+}
+
+/// The jobs listing shared by `GET /admin/jobs` and `moonbase jobs`.
+public enum AdminJobs {
+    public static func json(_ s: Services) throws(ParseError) -> JSONValue {
+        let listing = s.jobs.scheduler.listing()
+        var out: [JSONValue] = []
+        for l in listing {
+            var o = l.json.objectValue ?? [:]
+            o["lastRun"] = try lastRun(s, job: l.job)
+            out.append(.object(o))
+        }
+        return .object(["schedules": .array(out), "jobs": .array(s.cloud.registry.jobs.keys.sorted().map { .string($0) })])
+    }
+
+    static func lastRun(_ s: Services, job: String) throws(ParseError) -> JSONValue {
+        guard s.store.schema("_JobStatus") != nil else { return .null }
+        let q = try MoonbaseStore.FindQuery(className: "_JobStatus", options: [
+            "where": ["jobName": .string(job)], "order": "-createdAt", "limit": 1,
+        ], maxLimit: 1)
+        let r = try s.objects.find(q, caller: CallerContext(identity: .master))
+        return try JSON.parse(r.results).arrayValue?.first ?? .null
+    }
+}
+
+import MoonbaseStore
+
+extension Services {
+    /// Writes pending usage now (reports read SQLite).
+    func flushUsage() throws(ParseError) {
+        guard let f = usageFlusher else { return }
+        do { _ = try f.flushNow() } catch { throw ParseError.internalError("usage flush: \(error)") }
+    }
+}

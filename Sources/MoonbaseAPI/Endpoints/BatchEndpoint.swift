@@ -1,0 +1,81 @@
+import MoonbaseCore
+import MoonbaseHTTP
+import MoonbaseJSON
+import MoonbaseStore
+
+/// `POST /parse/batch`: up to 50 class sub-requests, answered in order; `transaction: true`
+/// makes it all-or-nothing (DESIGN §10). A batch costs one unit.
+enum BatchEndpoint {
+    static let maxRequests = 50
+
+    static func routes(_ s: Services) -> [(String, String, Endpoint)] {
+        [("POST", "/parse/batch", Endpoint("batch", access: .app) { req throws(ParseError) in
+            let body = try req.jsonBody()
+            guard let requests = body["requests"]?.arrayValue else {
+                throw ParseError(.invalidJSON, "requests must be an array")
+            }
+            guard requests.count <= maxRequests else {
+                throw ParseError(.invalidJSON, "too many requests in one batch (\(requests.count) > \(maxRequests))")
+            }
+            let caller = s.caller(req)
+            let base = s.baseURL(req)
+            if body["transaction"]?.boolValue == true {
+                let results = try s.store.write { (tx) throws(ParseError) -> [JSONValue] in
+                    var out: [JSONValue] = []
+                    for r in requests { out.append(["success": try run(s, r, caller, base)]) }
+                    return out
+                }
+                return .json(200, JSON.encode(.array(results)))
+            }
+            var out: [JSONValue] = []
+            for r in requests {
+                do throws(ParseError) {
+                    out.append(["success": try run(s, r, caller, base)])
+                } catch {
+                    out.append(["error": ["code": .int(Int64(error.code.rawValue)), "error": .string(error.message)]])
+                }
+            }
+            return .json(200, JSON.encode(.array(out)))
+        })]
+    }
+
+    /// One sub-request: `{method, path, body}` with path `/parse/classes/…` or `/classes/…`.
+    static func run(_ s: Services, _ r: JSONValue, _ caller: CallerContext, _ base: String) throws(ParseError) -> JSONValue {
+        guard let method = r["method"]?.stringValue?.uppercased(), var path = r["path"]?.stringValue else {
+            throw ParseError(.invalidJSON, "each batch request needs a method and a path")
+        }
+        if path.hasPrefix("/parse/") { path = String(path.dropFirst(6)) }
+        let parts = path.split(separator: "/").map(String.init)
+        guard parts.count >= 2, parts.count <= 3, parts[0] == "classes" else {
+            throw ParseError(.invalidJSON, "unsupported batch path: \(path)")
+        }
+        let className = parts[1]
+        let body = r["body"]?.objectValue ?? [:]
+        switch (method, parts.count) {
+        case ("POST", 2):
+            let o = try s.objects.create(className, body, caller: caller)
+            return ["objectId": .string(o.objectId), "createdAt": .string(ISO8601.format(millis: o.createdAt))]
+        case ("PUT", 3):
+            let o = try s.objects.update(className, parts[2], body, caller: caller)
+            return ["updatedAt": .string(ISO8601.format(millis: o.updatedAt))]
+        case ("DELETE", 3):
+            try s.objects.delete(className, parts[2], caller: caller)
+            return .object([:])
+        case ("GET", 3):
+            return try JSON.parse(try s.objects.get(className, parts[2], caller: caller))
+        case ("GET", 2):
+            var params: [String: String] = [:]
+            for e in body {
+                switch e.value {
+                case .string(let v): params[e.key] = v
+                case .int(let v): params[e.key] = String(v)
+                default: params[e.key] = e.value.jsonString
+                }
+            }
+            let q = try FindQuery(className: className, rest: params)
+            return try JSON.parse(try s.objects.find(q, caller: caller).responseBody())
+        default:
+            throw ParseError(.invalidJSON, "unsupported batch request: \(method) \(path)")
+        }
+    }
+}

@@ -1,0 +1,88 @@
+import MoonbaseCore
+import MoonbaseHTTP
+import MoonbaseJSON
+import MoonbaseQuota
+import MoonbaseStore
+
+/// `/parse/classes/...`: create, get, update, delete, query (DESIGN §4).
+enum ClassesEndpoints {
+    static func routes(_ s: Services) -> [(String, String, Endpoint)] {
+        [
+            ("POST", "/parse/classes/:className", Endpoint("classes.create", access: .app) { req throws(ParseError) in
+                let className = req.param("className")
+                req.target = .class(className)
+                let body = try req.jsonBody()
+                let o = try s.objects.create(className, body, caller: s.caller(req))
+                return created(s, req, className: className, o)
+            }),
+            ("GET", "/parse/classes/:className/:objectId", Endpoint("classes.get", access: .app) { req throws(ParseError) in
+                let className = req.param("className")
+                req.target = .class(className)
+                let (keys, include) = try keysAndInclude(req.http)
+                let bytes = try s.objects.get(className, req.param("objectId"), keys: keys, include: include, caller: s.caller(req))
+                return .json(200, bytes)
+            }),
+            ("PUT", "/parse/classes/:className/:objectId", Endpoint("classes.update", access: .app) { req throws(ParseError) in
+                let className = req.param("className")
+                req.target = .class(className)
+                let o = try s.objects.update(className, req.param("objectId"), try req.jsonBody(), caller: s.caller(req))
+                return .json(200, updatedBody(o))
+            }),
+            ("DELETE", "/parse/classes/:className/:objectId", Endpoint("classes.delete", access: .app) { req throws(ParseError) in
+                let className = req.param("className")
+                req.target = .class(className)
+                try s.objects.delete(className, req.param("objectId"), caller: s.caller(req))
+                return .json(200, Array("{}".utf8))
+            }),
+            ("GET", "/parse/classes/:className", Endpoint("classes.find", access: .app) { req throws(ParseError) in
+                let className = req.param("className")
+                req.target = .class(className)
+                let q = try FindQuery(className: className, rest: restParams(req.http))
+                return .json(200, try s.objects.find(q, caller: s.caller(req)).responseBody())
+            }),
+        ]
+    }
+
+    static func created(_ s: Services, _ req: APIRequest, className: String, _ o: StoredObject) -> HTTPResponse {
+        var w = JSONWriter(capacity: 96)
+        w.raw("{\"objectId\":")
+        w.string(o.objectId)
+        w.raw(",\"createdAt\":")
+        w.string(ISO8601.format(millis: o.createdAt))
+        w.byte(UInt8(ascii: "}"))
+        let location = s.baseURL(req) + "/parse/classes/\(className)/\(o.objectId)"
+        return .json(201, w.bytes, headers: [("Location", location)])
+    }
+
+    static func updatedBody(_ o: StoredObject) -> [UInt8] {
+        var w = JSONWriter(capacity: 48)
+        w.raw("{\"updatedAt\":")
+        w.string(ISO8601.format(millis: o.updatedAt))
+        w.byte(UInt8(ascii: "}"))
+        return w.bytes
+    }
+
+    /// Query parameters as a dictionary (last value wins), for `FindQuery(rest:)`.
+    static func restParams(_ http: HTTPRequest) -> [String: String] {
+        var d: [String: String] = [:]
+        for (k, v) in http.query { d[k] = v }
+        return d
+    }
+
+    static func keysAndInclude(_ http: HTTPRequest) throws(ParseError) -> ([String]?, [String]) {
+        let keys = http.queryValue("keys").map { $0.split(separator: ",").map(String.init) }
+        let include = http.queryValue("include").map { $0.split(separator: ",").map(String.init) } ?? []
+        for k in (keys ?? []) + include where !Naming.isValidFieldPath(k) {
+            throw ParseError(.invalidKeyName, "invalid field name: \(k)")
+        }
+        return (keys, include)
+    }
+}
+
+extension Services {
+    /// The caller of an API request, for the object service and Lua.
+    func caller(_ req: APIRequest) -> CallerContext {
+        CallerContext(identity: req.identity, user: req.user, requestId: req.requestId, ip: req.http.remoteAddress,
+                      headers: req.http.headers, meter: req.meter)
+    }
+}

@@ -1,0 +1,100 @@
+import MoonbaseCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Everything `moonbase serve` (and the other verbs) can be told, with DESIGN §1/§10 defaults.
+/// Flags win over environment variables, which win over defaults.
+public struct HostConfig: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var dataDir = "./data"
+    public var functionsDir = "./functions"
+    public var cronDir = "./cron"
+    public var appId = "moonbase"
+    public var masterKey: String?
+    public var restKey: String?
+    public var publicURL: String?
+    public var logFormat: LogFormat = .text
+    public var workers = 2 * HostConfig.cores
+    public var ioThreads = HostConfig.cores
+    public var metricsRequireMaster = false
+    public var quotaMonthlyRequests = 0
+    public var rateLimitPerMinute = 0
+    public var accounting = true
+    public var loginMaxFailures = 10
+    public var sessionLengthSeconds: Int64 = 365 * 24 * 3600
+    public var accessTokenSeconds: Int64 = 3600
+    public var refreshTokenSeconds: Int64 = 30 * 24 * 3600
+    public var maxBodyBytes = 1 << 20
+    public var maxFileBytes = 20 << 20
+    public var maxHeaderBytes = 16 << 10
+    public var maxConnections = 1024
+    public var idleTimeoutSeconds = 30
+    public var luaTimeoutMs = 10_000
+    public var luaMaxMemoryMB = 64
+    public var luaMaxDbOps = 10_000
+    public var luaMaxInstructions = 0
+    public var jobHistoryPerJob = 100
+    public var shutdownGraceMs = 10_000
+
+    public init() {}
+
+    public static var cores: Int {
+        let n = sysconf(Int32(_SC_NPROCESSORS_ONLN))
+        return n > 0 ? n : 2
+    }
+
+    /// Reads the `MOONBASE_*` environment variables over the defaults.
+    public static func fromEnvironment() throws(UsageError) -> HostConfig {
+        var c = HostConfig()
+        func env(_ name: String) -> String? {
+            guard let p = getenv(name) else { return nil }
+            let s = String(cString: p)
+            return s.isEmpty ? nil : s
+        }
+        func int(_ name: String) throws(UsageError) -> Int? {
+            guard let s = env(name) else { return nil }
+            guard let v = Int(s), v >= 0 else { throw UsageError("\(name) must be a non-negative integer, got '\(s)'") }
+            return v
+        }
+        if let v = env("MOONBASE_HOST") { c.host = v }
+        if let v = try int("MOONBASE_PORT") { c.port = v }
+        if let v = env("MOONBASE_DATA") { c.dataDir = v }
+        if let v = env("MOONBASE_APP_ID") { c.appId = v }
+        c.masterKey = env("MOONBASE_MASTER_KEY")
+        c.restKey = env("MOONBASE_REST_KEY")
+        if let v = env("MOONBASE_PUBLIC_URL") { c.publicURL = v }
+        if let v = try int("MOONBASE_QUOTA_MONTHLY_REQUESTS") { c.quotaMonthlyRequests = v }
+        if let v = try int("MOONBASE_RATE_LIMIT_PER_MINUTE") { c.rateLimitPerMinute = v }
+        if let v = env("MOONBASE_ACCOUNTING") { c.accounting = !(v == "off" || v == "0" || v == "false") }
+        if let v = try int("MOONBASE_LOGIN_MAX_FAILURES") { c.loginMaxFailures = v }
+        if let v = try int("MOONBASE_SESSION_LENGTH_SECONDS") { c.sessionLengthSeconds = Int64(v) }
+        if let v = try int("MOONBASE_LUA_TIMEOUT_MS") { c.luaTimeoutMs = v }
+        if let v = try int("MOONBASE_LUA_MAX_MEMORY_MB") { c.luaMaxMemoryMB = v }
+        if let v = try int("MOONBASE_LUA_MAX_DB_OPS") { c.luaMaxDbOps = v }
+        if let v = try int("MOONBASE_LUA_MAX_INSTRUCTIONS") { c.luaMaxInstructions = v }
+        if let v = try int("MOONBASE_WORKERS"), v > 0 { c.workers = v }
+        if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
+        if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
+        if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }
+        if let v = env("MOONBASE_LOG_FORMAT") {
+            guard let f = LogFormat(rawValue: v) else { throw UsageError("MOONBASE_LOG_FORMAT must be text or json") }
+            c.logFormat = f
+        }
+        return c
+    }
+
+    /// The SQLite file inside the data dir.
+    public var databasePath: String { dataDir + "/moonbase.sqlite" }
+    public var filesDir: String { dataDir + "/files" }
+    public var masterKeyPath: String { dataDir + "/master.key" }
+}
+
+/// A command-line usage error: exit code 2.
+public struct UsageError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}

@@ -1,1 +1,0 @@
-// MoonbaseAPI: see Package.swift and STYLE.md §2 for this module's role.

@@ -1,0 +1,189 @@
+import MoonbaseCore
+import MoonbaseCrypto
+import MoonbaseHTTP
+import MoonbaseJSON
+import MoonbaseQuota
+import Synchronization
+
+/// The HTTP handler of the whole product: routes, keys, sessions, idempotency, quota and
+/// accounting around every endpoint (the only place that wires HTTP to the other modules).
+///
+/// Thread-safety: immutable after init except the Lua route table, which is swapped whole under
+/// a mutex on hot reload (readers copy the value out).
+public final class API: HTTPHandler {
+    public let services: Services
+    let parseRoutes: Router<Endpoint>
+    let luaRoutes = Mutex(Router<Endpoint>())
+
+    public init(services: Services) throws(ParseError) {
+        self.services = services
+        var r = Router<Endpoint>()
+        do {
+            for (method, pattern, endpoint) in API.parseEndpoints(services) {
+                try r.add(method, pattern, endpoint)
+            }
+        } catch {
+            throw ParseError.internalError("route table: \(error)")
+        }
+        parseRoutes = r
+    }
+
+    /// Replaces the Lua routes (hot reload).
+    public func setLuaRoutes(_ routes: Router<Endpoint>) {
+        luaRoutes.withLock { $0 = routes }
+    }
+
+    func route(_ method: String, _ path: String) -> RouteMatch<Endpoint>? {
+        if let m = parseRoutes.match(method: method, path: path) { return m }
+        let lua = luaRoutes.withLock { $0 }
+        return lua.match(method: method, path: path)
+    }
+
+    // MARK: HTTPHandler
+
+    public func bodyLimit(method: String, path: String) -> Int {
+        path.hasPrefix("/parse/files/") ? services.config.maxFileBytes : services.config.maxBodyBytes
+    }
+
+    public func runsInline(_ request: HTTPRequest) -> Bool {
+        route(request.method, request.path)?.value.inline ?? true
+    }
+
+    public func handle(_ http: HTTPRequest) -> HTTPResponse {
+        let started = monotonicNanos()
+        guard let match = route(http.method, http.path) else {
+            let allowed = parseRoutes.allowedMethods(path: http.path)
+            if !allowed.isEmpty {
+                return .parseError(status: 405, code: ParseErrorCode.commandUnavailable.rawValue,
+                                   message: "method \(http.method) not allowed on \(http.path)",
+                                   headers: [("Allow", allowed.joined(separator: ", "))])
+            }
+            return .parseError(status: 404, code: ParseErrorCode.objectNotFound.rawValue,
+                               message: "no such endpoint: \(http.method) \(http.path)")
+        }
+        let endpoint = match.value
+        let req = APIRequest(http: http, params: match.params, pattern: match.pattern)
+        var response: HTTPResponse
+        var decision: Decision?
+        var refused = false
+        var charged = endpoint.charged
+        do throws(ParseError) {
+            try authenticate(req, endpoint.access)
+            if charged {
+                let d = services.quota.check(account: account(req), function: functionLimit(req, endpoint),
+                                             isMaster: req.isMaster)
+                decision = d
+                if let e = d.error {
+                    refused = true
+                    throw e
+                }
+            }
+            if http.method != "GET", let rid = http.header("x-parse-request-id"), !rid.isEmpty {
+                if try !services.store.recordRequestId(rid) {
+                    charged = false
+                    if let d = decision { services.quota.refund(d) }
+                    throw ParseError(.duplicateRequest, "Duplicate request")
+                }
+            }
+            response = try endpoint.body(req)
+        } catch let e {
+            if e.code.rawValue == 0 {
+                response = .json(e.httpStatus, Array(#"{"error":"unauthorized"}"#.utf8))
+            } else {
+                response = .error(e)
+            }
+            if e.code == .internalError {
+                Log.error("\(http.method) \(http.path) failed: \(e.underlying ?? e.message)", requestId: http.requestId)
+            }
+        }
+        if let d = decision { response.headers.append(contentsOf: d.headers.filter { $0.0 != "Retry-After" || refused }) }
+        response.headers.append(contentsOf: req.extraHeaders)
+        let wallNanos = monotonicNanos() &- started
+        if charged {
+            services.quota.record(RequestUsage(
+                account: account(req), target: req.target ?? .api(endpoint.name), refused: refused,
+                dbReads: req.meter.dbReads, dbWrites: req.meter.dbWrites,
+                luaCpuMicros: Int64(req.meter.luaCPUNanos / 1000), wallMicros: Int64(wallNanos / 1000),
+                bytesIn: Int64(http.body.count), bytesOut: Int64(response.body.count)))
+        }
+        services.metrics.observe(route: endpoint.name, status: response.status, seconds: Double(wallNanos) / 1e9)
+        if response.status >= 500 || Log.enabled(.debug) {
+            Log.info("\(http.method) \(http.path) \(response.status) \(wallNanos / 1000)µs", requestId: http.requestId)
+        }
+        return response
+    }
+
+    func account(_ req: APIRequest) -> Account {
+        Account.caller(userId: req.userId, ip: req.http.remoteAddress)
+    }
+
+    func functionLimit(_ req: APIRequest, _ endpoint: Endpoint) -> FunctionLimit? {
+        guard endpoint.name == "functions.call" else { return nil }
+        let name = req.param("name")
+        guard let perMinute = services.cloud.rateLimitPerMinute(function: name), perMinute > 0 else { return nil }
+        return .function(name, perMinute: Int64(perMinute))
+    }
+
+    // MARK: keys and sessions
+
+    /// Checks the application id / REST key / master key and resolves the session
+    /// (DESIGN §4, §10): wrong app id or REST key → 403 `{"error":"unauthorized"}`; master-only
+    /// without the master key → 403/119; an invalid session token → 209.
+    func authenticate(_ req: APIRequest, _ access: Access) throws(ParseError) {
+        let http = req.http
+        let config = services.config
+        let masterGiven = http.header("x-parse-master-key")
+        let isMaster = masterGiven.map { ConstantTime.equals($0, services.masterKey) } ?? false
+        if access != .open {
+            guard let appId = http.header("x-parse-application-id"), ConstantTime.equals(appId, config.appId) else {
+                throw API.unauthorized
+            }
+            if let rest = config.restKey, !isMaster {
+                guard let given = http.header("x-parse-rest-api-key"), ConstantTime.equals(given, rest) else {
+                    throw API.unauthorized
+                }
+            }
+            if masterGiven != nil && !isMaster { throw API.unauthorized }
+        }
+        if access == .master && !isMaster {
+            throw ParseError(.operationForbidden, "unauthorized: master key is required")
+        }
+        if isMaster {
+            req.identity = .master
+            return
+        }
+        if let token = sessionToken(http) {
+            guard let session = try services.auth.resolveSession(token) else {
+                throw ParseError(.invalidSessionToken, "Invalid session token")
+            }
+            req.identity = .user(session.userId)
+            req.user = session.user
+            req.sessionToken = token
+        }
+    }
+
+    func sessionToken(_ http: HTTPRequest) -> String? {
+        if let t = http.header("x-parse-session-token"), !t.isEmpty { return t }
+        if let auth = http.header("authorization") {
+            let lower = auth.lowercased()
+            if lower.hasPrefix("bearer ") {
+                let t = String(auth.dropFirst(7)).trimmingSpaces()
+                return t.isEmpty ? nil : t
+            }
+        }
+        return nil
+    }
+
+    /// Parse's exact answer for a bad application id or REST key: 403 without a code.
+    /// Marked by code 0, which `handle` renders without a code.
+    static let unauthorized = ParseError(ParseErrorCode(0), "unauthorized", status: 403)
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var s = Substring(self)
+        while s.first == " " { s = s.dropFirst() }
+        while s.last == " " { s = s.dropLast() }
+        return String(s)
+    }
+}

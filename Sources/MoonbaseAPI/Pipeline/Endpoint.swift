@@ -1,0 +1,35 @@
+import MoonbaseCore
+import MoonbaseHTTP
+import MoonbaseQuota
+
+/// Which keys a route needs before its endpoint runs (DESIGN §4, §10).
+public enum Access: Sendable {
+    /// No keys at all: `/parse/health`, file downloads, Lua routes, `/metrics` (unless bound to
+    /// the master key), `/oauth/token` (its own client_id check).
+    case open
+    /// `X-Parse-Application-Id` (and the REST key when configured); sessions resolved.
+    case app
+    /// As `.app`, plus the master key (403/119 without it).
+    case master
+}
+
+/// A registered API endpoint.
+public struct Endpoint: Sendable {
+    public typealias Body = @Sendable (APIRequest) throws(ParseError) -> HTTPResponse
+    public var access: Access
+    /// Answered on the I/O thread (cheap and non-blocking), not on a worker.
+    public var inline: Bool
+    /// Counted in usage (false for health and metrics).
+    public var charged: Bool
+    /// A stable name for metrics and usage (`classes.create`).
+    public var name: String
+    public var body: Body
+
+    public init(_ name: String, access: Access, inline: Bool = false, charged: Bool = true, _ body: @escaping Body) {
+        self.name = name
+        self.access = access
+        self.inline = inline
+        self.charged = charged
+        self.body = body
+    }
+}

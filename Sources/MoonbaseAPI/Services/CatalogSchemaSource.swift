@@ -1,0 +1,13 @@
+import MoonbaseCore
+import MoonbaseSQLite
+import MoonbaseStore
+
+/// The query side's view of the schema catalog: field types and text indexes of a class.
+struct CatalogSchemaSource: QuerySchemaSource, Sendable {
+    let catalog: SchemaCatalog
+
+    func querySchema(_ className: String, on conn: Connection) throws(ParseError) -> QuerySchema? {
+        guard let s = catalog.schema(className) else { return nil }
+        return QuerySchema(className: className, fields: s.fields, textIndexes: s.textIndexes)
+    }
+}

@@ -1,0 +1,236 @@
+import MoonbaseAuth
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseLua
+import MoonbaseStore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One generation of Cloud Code: the sources of `functions/*.lua` as they were when loaded,
+/// and what their load pass registered. VMs are built per thread from it (DESIGN §5).
+public struct Generation: Sendable {
+    public let id: Int
+    public let sources: [(file: String, text: String)]
+    public let registry: CloudRegistry
+}
+
+/// Cloud Code as the API sees it: the current generation (swapped whole on reload, so in-flight
+/// calls finish on the VM they started on), one Lua VM per thread built lazily for the current
+/// generation, the Lua host API (`db`, `files`, `auth`) and the trigger runner of the object
+/// service.
+///
+/// Thread-safety: generation and load errors behind mutexes; VMs are thread-confined (a
+/// `ThreadLocal` slot per thread).
+public final class CloudService: Sendable {
+    public let objects: ObjectService
+    let auth: AuthService
+    let files: FileStore
+    let limits: LuaLimitsConfig
+    let clock: any HostClock
+    let current: Mutex<Generation>
+    let errors = Mutex<[String: String]>([:])
+    let slots = ThreadLocal<VMSlot> { VMSlot() }
+    let nextId = Atomic<Int>(1)
+    let onReload = Mutex<[@Sendable (Generation) -> Void]>([])
+
+    public init(objects: ObjectService, auth: AuthService, files: FileStore, limits: LuaLimitsConfig,
+                clock: any HostClock) {
+        self.objects = objects
+        self.auth = auth
+        self.files = files
+        self.limits = limits
+        self.clock = clock
+        current = Mutex(Generation(id: 0, sources: [], registry: CloudRegistry()))
+    }
+
+    public var generation: Generation { current.withLock { $0 } }
+    public var registry: CloudRegistry { generation.registry }
+    public var loadErrors: [String: String] { errors.withLock { $0 } }
+
+    /// Called after every successful reload (routes, indexes, schedules).
+    public func observeReload(_ f: @escaping @Sendable (Generation) -> Void) { onReload.withLock { $0.append(f) } }
+
+    // MARK: loading
+
+    /// Loads `sources` into a fresh VM; on success they become the current generation.
+    /// A file that fails leaves the previous generation serving; its file:line is recorded.
+    @discardableResult
+    public func load(_ sources: [(file: String, text: String)]) -> [String: String] {
+        var failures: [String: String] = [:]
+        var registry = CloudRegistry()
+        do {
+            let vm = try makeVM()
+            for s in sources {
+                do throws(LuaLoadError) {
+                    try vm.load(file: s.file, source: s.text, limits: limits.loading)
+                } catch {
+                    failures[s.file] = error.description
+                }
+            }
+            registry = vm.registry
+        } catch {
+            failures["*"] = "cannot create a Lua VM: \(error)"
+        }
+        errors.withLock { $0 = failures }
+        if !failures.isEmpty {
+            for (f, e) in failures.sorted(by: { $0.key < $1.key }) { Log.error("cloud code not reloaded: \(f): \(e)") }
+            return failures
+        }
+        let gen = Generation(id: nextId.wrappingAdd(1, ordering: .relaxed).oldValue, sources: sources, registry: registry)
+        current.withLock { $0 = gen }
+        Log.info("cloud code generation \(gen.id): \(sources.count) file(s), \(registry.functions.count) function(s), \(registry.jobs.count) job(s), \(registry.routes.count) route(s)")
+        for f in onReload.withLock({ $0 }) { f(gen) }
+        return [:]
+    }
+
+    /// Reads `dir/*.lua` (sorted) and loads them.
+    @discardableResult
+    public func loadDirectory(_ dir: String) -> [String: String] {
+        load(CloudService.readSources(dir))
+    }
+
+    public static func readSources(_ dir: String) -> [(file: String, text: String)] {
+        FileSystem.list(dir).filter { $0.hasSuffix(".lua") }.compactMap { name in
+            guard let b = FileSystem.readFile(dir + "/" + name) else { return nil }
+            return (file: name, text: String(decoding: b, as: UTF8.self))
+        }
+    }
+
+    func makeVM() throws(ParseError) -> LuaVM {
+        try LuaVM(host: LuaHost(service: self), clock: clock)
+    }
+
+    /// This thread's VM for the current generation (built on first use after a reload).
+    public func vm() throws(ParseError) -> LuaVM {
+        let gen = generation
+        let slot = slots.value
+        if let vm = slot.vm, slot.generation == gen.id { return vm }
+        let vm = try makeVM()
+        for s in gen.sources {
+            do throws(LuaLoadError) {
+                try vm.load(file: s.file, source: s.text, limits: limits.loading)
+            } catch {
+                throw ParseError(.scriptFailed, "cloud code failed to load: \(error.description)")
+            }
+        }
+        slot.vm = vm
+        slot.generation = gen.id
+        return vm
+    }
+
+    // MARK: calls
+
+    func request(_ c: CallerContext) -> CloudRequest {
+        CloudRequest(identity: c.identity, user: c.user.map { .object($0) }, requestId: c.requestId,
+                     headers: c.headers, ip: c.ip)
+    }
+
+    /// Runs with the caller's meter installed for nested `db.*` accounting, timing Lua CPU.
+    func metered<T>(_ c: CallerContext, _ body: () throws(ParseError) -> T) throws(ParseError) -> T {
+        let slot = slots.value
+        let saved = slot.caller
+        slot.caller = c
+        let cpu0 = threadCPUNanos()
+        defer {
+            slot.caller = saved
+            if saved == nil { c.meter?.luaCPUNanos &+= threadCPUNanos() &- cpu0 }
+        }
+        return try body()
+    }
+
+    public func callFunction(_ name: String, params: JSONObject, caller: CallerContext) throws(ParseError) -> JSONValue {
+        let vm = try vm()
+        return try metered(caller) { () throws(ParseError) -> JSONValue in
+            try vm.runFunction(name, params: params, request: request(caller), limits: limits.functions)
+        }
+    }
+
+    public func hasFunction(_ name: String) -> Bool { registry.functions[name] != nil }
+    public func hasJob(_ name: String) -> Bool { registry.jobs[name] != nil }
+
+    public func rateLimitPerMinute(function: String) -> Int? {
+        registry.functions[function]?.options.rateLimitPerMinute
+    }
+
+    public func runRoute(_ r: CloudRouteRequest, caller: CallerContext) throws(ParseError) -> CloudRouteResponse? {
+        let vm = try vm()
+        return try metered(caller) { () throws(ParseError) -> CloudRouteResponse? in
+            try vm.runRoute(r, limits: limits.functions)
+        }
+    }
+
+    /// Runs a job on a VM of its own (the calling thread is the job's own thread).
+    public func runJob(_ name: String, params: JSONObject, progress: @escaping (Double?, String?) -> Void,
+                       message: @escaping (String) -> Void) throws(ParseError) -> String? {
+        let vm = try makeVM()
+        for s in generation.sources {
+            do throws(LuaLoadError) {
+                try vm.load(file: s.file, source: s.text, limits: limits.loading)
+            } catch {
+                throw ParseError(.scriptFailed, "cloud code failed to load: \(error.description)")
+            }
+        }
+        let caller = CallerContext(identity: .master, requestId: "job-" + name)
+        let slot = slots.value
+        let savedVM = (slot.vm, slot.generation)
+        // Nested db.* triggers of the job run on the job's VM.
+        slot.vm = vm
+        slot.generation = generation.id
+        defer { (slot.vm, slot.generation) = savedVM }
+        return try metered(caller) { () throws(ParseError) -> String? in
+            try vm.runJob(name, params: params, request: CloudRequest(identity: .master, requestId: caller.requestId),
+                          limits: limits.jobs, callbacks: LuaJobCallbacks(progress: progress, message: message))
+        }
+    }
+}
+
+/// A thread's VM and the generation it was built for, and the caller of the Lua call running
+/// on the thread (for nested `db.*` accounting and permissions).
+final class VMSlot {
+    var vm: LuaVM?
+    var generation = -1
+    var caller: CallerContext?
+}
+
+// MARK: - triggers
+
+extension CloudService: TriggerRunner {
+    static func kind(_ k: TriggerKind) -> CloudTriggerKind {
+        CloudTriggerKind(rawValue: k.rawValue)!
+    }
+
+    public func hasTrigger(_ kind: TriggerKind, _ className: String) -> Bool {
+        registry.trigger(CloudService.kind(kind), className) != nil
+    }
+
+    public func runSave(_ kind: TriggerKind, className: String, object: JSONObject, original: JSONObject?,
+                        caller: CallerContext) throws(ParseError) -> JSONObject {
+        let vm = try vm()
+        let out = try metered(caller) { () throws(ParseError) -> JSONValue? in
+            try vm.runTrigger(CloudService.kind(kind), className: className, object: .object(object),
+                              original: original.map { .object($0) }, request: request(caller), limits: limits.functions)
+        }
+        return out?.objectValue ?? object
+    }
+
+    public func runDelete(_ kind: TriggerKind, className: String, object: JSONObject, caller: CallerContext) throws(ParseError) {
+        let vm = try vm()
+        _ = try metered(caller) { () throws(ParseError) -> JSONValue? in
+            try vm.runTrigger(CloudService.kind(kind), className: className, object: .object(object),
+                              request: request(caller), limits: limits.functions)
+        }
+    }
+
+    public func runAfterFind(className: String, objects: [JSONObject], caller: CallerContext) throws(ParseError) -> [JSONObject] {
+        let vm = try vm()
+        let out = try metered(caller) { () throws(ParseError) -> JSONValue? in
+            try vm.runTrigger(.afterFind, className: className, objects: objects.map { .object($0) },
+                              request: request(caller), limits: limits.functions)
+        }
+        guard let arr = out?.arrayValue else { return objects }
+        return arr.compactMap(\.objectValue)
+    }
+}

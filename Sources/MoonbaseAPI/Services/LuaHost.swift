@@ -1,0 +1,160 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseLua
+import MoonbaseStore
+
+/// The `db`, `files` and `auth` namespaces of Cloud Code (DESIGN §5, §10), over the object
+/// service: the same permissions, triggers and transactions as REST. `db.*` runs with the
+/// caller's identity unless the options table says `master = true`.
+struct LuaHost: CloudHostAPI {
+    unowned(unsafe) let service: CloudService
+    // `unowned(unsafe)`: the CloudService owns every VM (through its thread slots) and outlives
+    // them; a strong reference would make a cycle. Sendable: CloudService is Sendable.
+
+    init(service: CloudService) { self.service = service }
+
+    func call(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue {
+        switch namespace {
+        case "db": return try db(name, args, ctx)
+        case "files": return try filesCall(name, args)
+        case "auth": return try authCall(name, args)
+        default: throw ParseError(.scriptFailed, "unknown namespace \(namespace)")
+        }
+    }
+
+    func arg(_ args: [LuaValue], _ i: Int) -> JSONValue? {
+        guard i < args.count, let v = args[i].json, !v.isNull else { return nil }
+        return v
+    }
+
+    func string(_ args: [LuaValue], _ i: Int, _ what: String) throws(ParseError) -> String {
+        guard let s = arg(args, i)?.stringValue else { throw ParseError(.scriptFailed, "\(what) must be a string") }
+        return s
+    }
+
+    /// The caller for a `db.*` call: the outer request's caller (user, request id, meter), with
+    /// the Lua call's identity, or master when asked.
+    func caller(_ ctx: LuaCallContext, _ opts: JSONObject) -> CallerContext {
+        var c = service.slots.value.caller ?? CallerContext(identity: ctx.identity)
+        c.identity = ctx.identity
+        if let u = ctx.user?.objectValue { c.user = u }
+        if opts["master"]?.boolValue == true { c.identity = .master }
+        return c
+    }
+
+    func db(_ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue {
+        let objects = service.objects
+        if name == "transaction" {
+            guard let fn = args.first?.function else { throw ParseError(.scriptFailed, "db.transaction needs a function") }
+            return try objects.store.write { (tx) throws(ParseError) -> JSONValue in
+                try ctx.vm.call(fn, [])
+            }
+        }
+        let className = try string(args, 0, "class name")
+        switch name {
+        case "get":
+            let id = try string(args, 1, "objectId")
+            let opts = arg(args, 2)?.objectValue ?? [:]
+            let (keys, include) = try keysInclude(opts)
+            do {
+                let bytes = try objects.get(className, id, keys: keys, include: include, caller: caller(ctx, opts))
+                return try JSON.parse(bytes)
+            } catch where error.code == .objectNotFound {
+                return .null
+            }
+        case "find", "first":
+            let opts = arg(args, 2)?.objectValue ?? [:]
+            var o = opts
+            if let w = arg(args, 1) { o["where"] = w }
+            o.removeValue(forKey: "master")
+            o.removeValue(forKey: "triggers")
+            if name == "first" { o["limit"] = .int(1) }
+            let q = try FindQuery(className: className, options: o, maxLimit: FindQuery.luaMaxLimit)
+            let r = try objects.find(q, caller: caller(ctx, opts))
+            let arr = try JSON.parse(r.results)
+            if name == "first" { return arr.arrayValue?.first ?? .null }
+            return arr
+        case "count":
+            let opts = arg(args, 2)?.objectValue ?? [:]
+            return .int(Int64(try objects.count(className, where: arg(args, 1), caller: caller(ctx, opts))))
+        case "distinct":
+            let field = try string(args, 1, "field")
+            let opts = arg(args, 3)?.objectValue ?? [:]
+            return .array(try objects.distinct(className, field: field, where: arg(args, 2), caller: caller(ctx, opts)))
+        case "create":
+            let fields = arg(args, 1)?.objectValue ?? [:]
+            let opts = arg(args, 2)?.objectValue ?? [:]
+            let c = caller(ctx, opts)
+            let o = try objects.create(className, fields, caller: c)
+            return .object(try o.json(for: c.identity))
+        case "update":
+            let id = try string(args, 1, "objectId")
+            let changes = arg(args, 2)?.objectValue ?? [:]
+            let opts = arg(args, 3)?.objectValue ?? [:]
+            let c = caller(ctx, opts)
+            let o = try objects.update(className, id, changes, caller: c)
+            return .object(try o.json(for: c.identity))
+        case "delete":
+            let id = try string(args, 1, "objectId")
+            let opts = arg(args, 2)?.objectValue ?? [:]
+            try objects.delete(className, id, caller: caller(ctx, opts))
+            return .bool(true)
+        case "deleteWhere":
+            let opts = arg(args, 2)?.objectValue ?? [:]
+            let c = caller(ctx, opts)
+            let n = try objects.deleteWhere(className, where: arg(args, 1), runTriggers: opts["triggers"]?.boolValue ?? true, caller: c)
+            return .int(Int64(n))
+        case "updateWhere":
+            let changes = arg(args, 2)?.objectValue ?? [:]
+            let opts = arg(args, 3)?.objectValue ?? [:]
+            let c = caller(ctx, opts)
+            let n = try objects.updateWhere(className, where: arg(args, 1), changes: changes,
+                                            runTriggers: opts["triggers"]?.boolValue ?? true, caller: c)
+            return .int(Int64(n))
+        default:
+            throw ParseError(.scriptFailed, "unknown function db.\(name)")
+        }
+    }
+
+    func keysInclude(_ opts: JSONObject) throws(ParseError) -> ([String]?, [String]) {
+        func list(_ v: JSONValue?) -> [String]? {
+            if let s = v?.stringValue { return s.split(separator: ",").map(String.init) }
+            if let a = v?.arrayValue { return a.compactMap(\.stringValue) }
+            return nil
+        }
+        let keys = list(opts["keys"])
+        let include = list(opts["include"]) ?? []
+        for k in (keys ?? []) + include where !Naming.isValidFieldPath(k) {
+            throw ParseError(.invalidKeyName, "invalid field name: \(k)")
+        }
+        return (keys, include)
+    }
+
+    func filesCall(_ name: String, _ args: [LuaValue]) throws(ParseError) -> JSONValue {
+        guard name == "delete" else { throw ParseError(.scriptFailed, "unknown function files.\(name)") }
+        let v = arg(args, 0)
+        guard let stored = v?.stringValue ?? v?["name"]?.stringValue else {
+            throw ParseError(.scriptFailed, "files.delete needs a File value or a file name")
+        }
+        return .bool(try service.files.delete(stored))
+    }
+
+    func userId(_ v: JSONValue?) throws(ParseError) -> String {
+        if let s = v?.stringValue { return s }
+        if let s = v?["objectId"]?.stringValue { return s }
+        throw ParseError(.scriptFailed, "expected a user (object or objectId)")
+    }
+
+    func authCall(_ name: String, _ args: [LuaValue]) throws(ParseError) -> JSONValue {
+        switch name {
+        case "verifyPassword":
+            let id = try userId(arg(args, 0))
+            guard let password = arg(args, 1)?.stringValue else { return .bool(false) }
+            return .bool(try service.auth.verifyPassword(userId: id, password: password))
+        case "revokeSessions":
+            return .int(Int64(try service.auth.revokeSessions(userId: try userId(arg(args, 0)))))
+        default:
+            throw ParseError(.scriptFailed, "unknown function auth.\(name)")
+        }
+    }
+}

@@ -1,0 +1,286 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+import MoonbaseStore
+import Synchronization
+
+/// Who is calling and from where: what the store, the triggers and Lua's `req` need.
+///
+/// Thread-confined to the request's thread (it carries the request's meter).
+public struct CallerContext {
+    public var identity: Identity
+    public var user: JSONObject?
+    public var requestId: String
+    public var ip: String
+    public var headers: [(String, String)]
+    public var meter: RequestMeter?
+
+    public init(identity: Identity, user: JSONObject? = nil, requestId: String = "", ip: String = "",
+                headers: [(String, String)] = [], meter: RequestMeter? = nil) {
+        self.identity = identity
+        self.user = user
+        self.requestId = requestId
+        self.ip = ip
+        self.headers = headers
+        self.meter = meter
+    }
+
+    /// The same caller acting with the master key (`{master = true}` in Lua).
+    public var asMaster: CallerContext {
+        var c = self
+        c.identity = .master
+        return c
+    }
+}
+
+/// Cloud Code triggers as the object service sees them (implemented over MoonbaseLua).
+public enum TriggerKind: String, Sendable {
+    case beforeSave, afterSave, beforeDelete, afterDelete, afterFind
+}
+
+public protocol TriggerRunner: Sendable {
+    func hasTrigger(_ kind: TriggerKind, _ className: String) -> Bool
+    /// beforeSave returns the object to store; afterSave's result is ignored.
+    func runSave(_ kind: TriggerKind, className: String, object: JSONObject, original: JSONObject?,
+                 caller: CallerContext) throws(ParseError) -> JSONObject
+    func runDelete(_ kind: TriggerKind, className: String, object: JSONObject, caller: CallerContext) throws(ParseError)
+    func runAfterFind(className: String, objects: [JSONObject], caller: CallerContext) throws(ParseError) -> [JSONObject]
+}
+
+/// Object operations with class permissions, ACLs and triggers, shared by REST, batch and
+/// Lua's `db.*` (DESIGN §10 "Transactions"): a write and its before-trigger run in one
+/// transaction on the writer (the trigger's own `db.*` writes join it), after-triggers run after
+/// commit and their errors are logged, not returned.
+public final class ObjectService: Sendable {
+    public let store: SQLiteDocumentStore
+    let schemaSource: CatalogSchemaSource
+    var queries: QueryExecutor { QueryExecutor(schemas: schemaSource) }
+    let triggerBox: TriggerBox
+
+    public init(store: SQLiteDocumentStore) {
+        self.store = store
+        self.schemaSource = CatalogSchemaSource(catalog: store.catalog)
+        self.triggerBox = TriggerBox()
+    }
+
+    /// Installed once Cloud Code is loaded (the store is built first).
+    public func setTriggers(_ t: any TriggerRunner) { triggerBox.set(t) }
+    var triggers: (any TriggerRunner)? { triggerBox.get() }
+
+    func has(_ kind: TriggerKind, _ className: String, _ caller: CallerContext) -> Bool {
+        triggers?.hasTrigger(kind, className) ?? false
+    }
+
+    // MARK: writes
+
+    public func create(_ className: String, _ body: JSONObject, caller: CallerContext) throws(ParseError) -> StoredObject {
+        let identity = caller.identity
+        let stored: StoredObject
+        if let t = triggers, t.hasTrigger(.beforeSave, className) {
+            try store.checkCLP(.create, className, identity)
+            stored = try store.write { (tx) throws(ParseError) -> StoredObject in
+                var input = body
+                let acl = input.removeValue(forKey: "ACL")
+                let object = try t.runSave(.beforeSave, className: className, object: input, original: nil, caller: caller)
+                var fields = object
+                let aclOut = fields.removeValue(forKey: "ACL") ?? acl
+                fields.removeValue(forKey: "objectId")
+                fields.removeValue(forKey: "createdAt")
+                fields.removeValue(forKey: "updatedAt")
+                return try tx.insert(className, fields: fields, acl: aclOut, identity: identity)
+            }
+        } else {
+            stored = try store.insert(className, fields: body, acl: nil, identity: identity)
+        }
+        caller.meter?.dbWrites += 1
+        try runAfterSave(className, stored, original: nil, caller)
+        return stored
+    }
+
+    public func update(_ className: String, _ objectId: String, _ changes: JSONObject,
+                       caller: CallerContext) throws(ParseError) -> StoredObject {
+        let identity = caller.identity
+        let stored: StoredObject
+        var originalJSON: JSONObject?
+        if let t = triggers, t.hasTrigger(.beforeSave, className) {
+            try store.checkCLP(.update, className, identity)
+            stored = try store.write { (tx) throws(ParseError) -> StoredObject in
+                guard let current = try tx.fetchRaw(className, objectId: objectId),
+                      identity.isMaster || current.canWrite(identity)
+                else { throw ParseError(.objectNotFound, "Object not found.") }
+                let original = try current.json(for: .master)
+                originalJSON = original
+                let merged = UpdateView.apply(changes, to: original)
+                let result = try t.runSave(.beforeSave, className: className, object: merged, original: original, caller: caller)
+                let finalChanges = UpdateView.diff(changes: changes, merged: merged, result: result, original: original)
+                return try tx.update(className, objectId: objectId, changes: finalChanges, identity: identity)
+            }
+        } else {
+            stored = try store.update(className, objectId: objectId, changes: changes, identity: identity)
+        }
+        caller.meter?.dbWrites += 1
+        try runAfterSave(className, stored, original: originalJSON, caller)
+        return stored
+    }
+
+    public func delete(_ className: String, _ objectId: String, caller: CallerContext) throws(ParseError) {
+        let identity = caller.identity
+        try store.checkCLP(.delete, className, identity)
+        let hasBefore = has(.beforeDelete, className, caller)
+        let hasAfter = has(.afterDelete, className, caller)
+        var deletedJSON: JSONObject?
+        try store.write { (tx) throws(ParseError) in
+            if hasBefore || hasAfter {
+                guard let current = try tx.fetchRaw(className, objectId: objectId),
+                      identity.isMaster || current.canWrite(identity)
+                else { throw ParseError(.objectNotFound, "Object not found.") }
+                let json = try current.json(for: .master)
+                deletedJSON = json
+                if hasBefore, let t = triggers {
+                    try t.runDelete(.beforeDelete, className: className, object: json, caller: caller)
+                }
+            }
+            try tx.delete(className, objectId: objectId, identity: identity)
+        }
+        caller.meter?.dbWrites += 1
+        if hasAfter, let t = triggers, let json = deletedJSON {
+            runAfter(caller) { () throws(ParseError) in
+                try t.runDelete(.afterDelete, className: className, object: json, caller: caller)
+            }
+        }
+    }
+
+    func runAfterSave(_ className: String, _ stored: StoredObject, original: JSONObject?, _ caller: CallerContext) throws(ParseError) {
+        guard let t = triggers, t.hasTrigger(.afterSave, className) else { return }
+        let json = try stored.json(for: .master)
+        runAfter(caller) { () throws(ParseError) in
+            _ = try t.runSave(.afterSave, className: className, object: json, original: original, caller: caller)
+        }
+    }
+
+    /// After-triggers run after commit (or right away outside a transaction) and only log errors.
+    func runAfter(_ caller: CallerContext, _ body: @escaping () throws(ParseError) -> Void) {
+        let run = {
+            do throws(ParseError) { try body() } catch {
+                Log.warn("after-trigger failed: \(error.message)", requestId: caller.requestId)
+            }
+        }
+        if let tx = store.database.currentTransaction {
+            tx.onCommit(run)
+        } else {
+            run()
+        }
+    }
+
+    // MARK: reads
+
+    /// One object as JSON bytes (`keys`, `include`, afterFind), or 101.
+    public func get(_ className: String, _ objectId: String, keys: [String]? = nil, include: [String] = [],
+                    caller: CallerContext) throws(ParseError) -> [UInt8] {
+        try store.checkCLP(.get, className, caller.identity)
+        let q = FindQuery(className: className, where: .object(["objectId": .string(objectId)]),
+                          limit: 1, keys: keys, include: include)
+        let r = try runFind(q, caller: caller)
+        guard r.resultCount == 1 else { throw ParseError(.objectNotFound, "Object not found.") }
+        // results is `[obj]`: strip the brackets.
+        return Array(r.results.dropFirst().dropLast())
+    }
+
+    public func find(_ q: FindQuery, caller: CallerContext) throws(ParseError) -> FindResult {
+        try store.checkCLP(q.limit == 0 && q.count ? .count : .find, q.className, caller.identity)
+        return try runFind(q, caller: caller)
+    }
+
+    func runFind(_ q: FindQuery, caller: CallerContext) throws(ParseError) -> FindResult {
+        let hook: AfterFindHook?
+        if !caller.identity.isMaster, let t = triggers {
+            hook = { (className: String, objects: [JSONObject]) throws(ParseError) -> [JSONObject] in
+                guard t.hasTrigger(.afterFind, className) else { return objects }
+                return try t.runAfterFind(className: className, objects: objects, caller: caller)
+            }
+        } else {
+            hook = nil
+        }
+        caller.meter?.dbReads += 1
+        let queries = self.queries
+        return try store.database.read { (c) throws(ParseError) -> FindResult in
+            try queries.find(q, identity: caller.identity, on: c, afterFind: hook)
+        }
+    }
+
+    public func count(_ className: String, where w: JSONValue?, caller: CallerContext) throws(ParseError) -> Int {
+        try store.checkCLP(.count, className, caller.identity)
+        caller.meter?.dbReads += 1
+        let queries = self.queries
+        return try store.database.read { (c) throws(ParseError) -> Int in
+            try queries.count(className: className, where: w, identity: caller.identity, on: c)
+        }
+    }
+
+    public func distinct(_ className: String, field: String, where w: JSONValue?, caller: CallerContext) throws(ParseError) -> [JSONValue] {
+        try store.checkCLP(.find, className, caller.identity)
+        caller.meter?.dbReads += 1
+        let queries = self.queries
+        return try store.database.read { (c) throws(ParseError) -> [JSONValue] in
+            try queries.distinct(className: className, field: field, where: w, identity: caller.identity, on: c)
+        }
+    }
+
+    // MARK: bulk
+
+    /// Deletes every matching object the caller may delete. Per-object triggers run unless the
+    /// caller is master and passes `triggers: false` (then one set-based DELETE).
+    public func deleteWhere(_ className: String, where w: JSONValue?, runTriggers: Bool,
+                            caller: CallerContext) throws(ParseError) -> Int {
+        let identity = caller.identity
+        let triggersApply = runTriggers || !identity.isMaster
+        if !triggersApply || !(has(.beforeDelete, className, caller) || has(.afterDelete, className, caller)) {
+            try store.checkCLP(.delete, className, identity)
+            caller.meter?.dbWrites += 1
+            return try store.write { (tx) throws(ParseError) -> Int in
+                guard let schema = try schemaSource.querySchema(className, on: tx.connection) else { return 0 }
+                let compiled = try QueryCompiler(schema: schema).compile(w)
+                return try tx.deleteWhere(className, where: compiled, identity: identity)
+            }
+        }
+        return try store.write { (tx) throws(ParseError) -> Int in
+            let ids = try matchingIds(className, w, caller)
+            for id in ids { try delete(className, id, caller: caller) }
+            return ids.count
+        }
+    }
+
+    public func updateWhere(_ className: String, where w: JSONValue?, changes: JSONObject, runTriggers: Bool,
+                            caller: CallerContext) throws(ParseError) -> Int {
+        let identity = caller.identity
+        let triggersApply = runTriggers || !identity.isMaster
+        if !triggersApply || !(has(.beforeSave, className, caller) || has(.afterSave, className, caller)) {
+            caller.meter?.dbWrites += 1
+            return try store.write { (tx) throws(ParseError) -> Int in
+                guard let schema = try schemaSource.querySchema(className, on: tx.connection) else { return 0 }
+                let compiled = try QueryCompiler(schema: schema).compile(w)
+                return try tx.updateWhere(className, where: compiled, changes: changes, identity: identity)
+            }
+        }
+        return try store.write { (tx) throws(ParseError) -> Int in
+            let ids = try matchingIds(className, w, caller)
+            for id in ids { _ = try update(className, id, changes, caller: caller) }
+            return ids.count
+        }
+    }
+
+    func matchingIds(_ className: String, _ w: JSONValue?, _ caller: CallerContext) throws(ParseError) -> [String] {
+        let q = FindQuery(className: className, where: w, limit: FindQuery.luaMaxLimit, keys: ["objectId"])
+        let r = try store.database.read { (c) throws(ParseError) -> FindResult in
+            try queries.find(q, identity: caller.identity, on: c, afterFind: nil)
+        }
+        return try r.objects().compactMap { $0["objectId"]?.stringValue }
+    }
+}
+
+/// Holds the trigger runner, set once after Cloud Code loads.
+final class TriggerBox: Sendable {
+    private let runner = Mutex<(any TriggerRunner)?>(nil)
+    func set(_ r: any TriggerRunner) { runner.withLock { $0 = r } }
+    func get() -> (any TriggerRunner)? { runner.withLock { $0 } }
+}

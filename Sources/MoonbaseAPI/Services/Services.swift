@@ -1,0 +1,52 @@
+import MoonbaseAuth
+import MoonbaseCore
+import MoonbaseQuota
+import MoonbaseSQLite
+import MoonbaseStore
+
+/// Everything an endpoint may use, built once by the composition root (`buildHost`).
+///
+/// Immutable after init; every member is itself `Sendable`.
+public final class Services: Sendable {
+    public let config: HostConfig
+    public let masterKey: String
+    public let clock: any HostClock
+    public let database: Database
+    public let store: SQLiteDocumentStore
+    public let objects: ObjectService
+    public let auth: AuthService
+    public let quota: Quota
+    public let metrics: ServerMetrics
+    public let files: FileStore
+    public let cloud: CloudService
+    public let jobs: JobService
+    public let usage: SQLiteUsageSink
+    public let usageFlusher: UsageFlusher?
+
+    public init(config: HostConfig, masterKey: String, clock: any HostClock, database: Database,
+                store: SQLiteDocumentStore, auth: AuthService, quota: Quota, metrics: ServerMetrics,
+                files: FileStore, cloud: CloudService, jobs: JobService,
+                usage: SQLiteUsageSink, usageFlusher: UsageFlusher?) {
+        self.config = config
+        self.masterKey = masterKey
+        self.clock = clock
+        self.database = database
+        self.store = store
+        self.objects = cloud.objects
+        self.auth = auth
+        self.quota = quota
+        self.metrics = metrics
+        self.files = files
+        self.cloud = cloud
+        self.jobs = jobs
+        self.usage = usage
+        self.usageFlusher = usageFlusher
+    }
+
+    /// The base URL for `Location` headers and file URLs: `--public-url`, else the request's Host.
+    public func baseURL(_ req: APIRequest) -> String {
+        if let u = config.publicURL { return u.hasSuffix("/") ? String(u.dropLast()) : u }
+        let host = req.http.header("host") ?? "\(config.host):\(config.port)"
+        return "http://\(host)"
+    }
+}

@@ -1,0 +1,119 @@
+import MoonbaseAPI
+import MoonbaseAuth
+import MoonbaseCore
+import MoonbaseCron
+import MoonbaseHTTP
+import MoonbaseLua
+import MoonbaseQuota
+import MoonbaseSQLite
+import MoonbaseStore
+
+/// The composition root (STYLE §3.11): the only place that builds the store, the services,
+/// Cloud Code and the server. Used by `serve`, `call`, `jobs run` and the tests.
+public final class Host: Sendable {
+    public let services: Services
+    public let api: API
+    public let watcher: FolderWatcher?
+
+    /// Builds everything for `config`; `serving` adds the file watcher and background services.
+    public static func build(_ config: HostConfig, serving: Bool) throws(ParseError) -> Host {
+        Log.configure(format: config.logFormat)
+        try FileSystem.makeDirectories(config.dataDir, mode: 0o700)
+        let clock = SystemClock()
+        let masterKey = try MasterKey.resolve(config)
+        let database = try Database(path: config.databasePath)
+        let store = try SQLiteDocumentStore(database: database, clock: clock)
+        var authConfig = AuthConfig(appId: config.appId)
+        authConfig.loginMaxFailures = config.loginMaxFailures
+        authConfig.sessionLifetimeMillis = config.sessionLengthSeconds * 1000
+        let auth = try AuthService(store: store, config: authConfig, clock: clock)
+        let quota = Quota(config: QuotaConfig(accountingEnabled: config.accounting,
+                                              monthlyRequests: Int64(config.quotaMonthlyRequests),
+                                              perMinute: Int64(config.rateLimitPerMinute)), clock: clock)
+        let usage = try SQLiteUsageSink(database: database)
+        do { try quota.load(from: usage) } catch { throw ParseError.internalError("loading usage: \(error)") }
+        let metrics = ServerMetrics()
+        let files = try FileStore(dir: config.filesDir, database: database, clock: clock)
+        let objects = ObjectService(store: store)
+        let limits = LuaLimitsConfig(
+            functions: LuaLimits(timeoutMs: Int64(config.luaTimeoutMs), maxMemoryMB: Int64(config.luaMaxMemoryMB),
+                                 maxDbOps: Int64(config.luaMaxDbOps), maxInstructions: Int64(config.luaMaxInstructions)),
+            jobs: .jobDefaults, loading: .loadDefaults)
+        let cloud = CloudService(objects: objects, auth: auth, files: files, limits: limits, clock: clock)
+        objects.setTriggers(cloud)
+        let recorder = JobStatusRecorder(store: store, keepPerJob: config.jobHistoryPerJob)
+        let jobs = JobService(cloud: cloud, recorder: recorder, metrics: metrics, clock: clock, cronDir: config.cronDir)
+        let flusher = serving && config.accounting ? UsageFlusher(quota: quota, sink: usage) : nil
+        let services = Services(config: config, masterKey: masterKey, clock: clock, database: database, store: store,
+                                auth: auth, quota: quota, metrics: metrics, files: files, cloud: cloud, jobs: jobs,
+                                usage: usage, usageFlusher: flusher)
+        let api = try API(services: services)
+        // Declarations and routes follow every generation; the first load happens here.
+        cloud.observeReload { gen in
+            Host.applyDeclarations(gen.registry, store: store)
+            api.reloadLuaRoutes()
+            jobs.reload(jobs: Set(gen.registry.jobs.keys))
+        }
+        let errors = cloud.loadDirectory(config.functionsDir)
+        if !errors.isEmpty && cloud.generation.id == 0 {
+            // Nothing loaded: serve without Cloud Code (the errors are logged and listed by
+            // GET /admin/functions), but still read the schedules' syntax.
+            jobs.reload(jobs: [])
+        }
+        var watcher: FolderWatcher?
+        if serving {
+            watcher = FolderWatcher(folders: [config.functionsDir, config.cronDir]) { changed in
+                if changed.contains(config.functionsDir) {
+                    cloud.loadDirectory(config.functionsDir)
+                } else {
+                    jobs.reload(jobs: Set(cloud.registry.jobs.keys))
+                }
+            }
+        }
+        return Host(services: services, api: api, watcher: watcher)
+    }
+
+    init(services: Services, api: API, watcher: FolderWatcher?) {
+        self.services = services
+        self.api = api
+        self.watcher = watcher
+    }
+
+    /// `cloud.index`, `cloud.textIndex`, `cloud.classPermissions`: applied on every load,
+    /// idempotently, through the same store calls as `/parse/schemas`.
+    static func applyDeclarations(_ reg: CloudRegistry, store: SQLiteDocumentStore) {
+        var byClass: [String: JSONObjectBuilder] = [:]
+        for d in reg.indexes {
+            let name = (d.text ? "text_" : "idx_") + d.fields.joined(separator: "_")
+            var spec: JSONValue
+            if d.text {
+                spec = .object(JSONObject(d.fields.map { .init($0, .string("text")) }))
+            } else {
+                let fields = JSONValue.object(JSONObject(d.fields.map { .init($0, .int(1)) }))
+                spec = d.unique ? .object(["fields": fields, "unique": true]) : fields
+            }
+            byClass[d.className, default: JSONObjectBuilder()].entries.append(.init(name, spec))
+        }
+        for (className, b) in byClass.sorted(by: { $0.key < $1.key }) {
+            do throws(ParseError) {
+                try store.setIndexes(className, JSONObject(b.entries))
+            } catch {
+                Log.error("cloud.index on \(className) not applied: \(error.message)")
+            }
+        }
+        for p in reg.classPermissions {
+            do throws(ParseError) {
+                guard let o = p.permissions.objectValue else { continue }
+                try store.setClassPermissions(p.className, o)
+            } catch {
+                Log.error("cloud.classPermissions on \(p.className) not applied: \(error.message)")
+            }
+        }
+    }
+}
+
+import MoonbaseJSON
+
+struct JSONObjectBuilder {
+    var entries: [JSONObject.Entry] = []
+}

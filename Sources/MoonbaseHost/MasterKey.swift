@@ -1,0 +1,29 @@
+import MoonbaseAPI
+import MoonbaseCore
+import MoonbaseCrypto
+
+/// The master key: from the config, else `DATA/master.key` (mode 0600), else generated on first
+/// start, stored there and printed once (DESIGN §1).
+public enum MasterKey {
+    public static func resolve(_ config: HostConfig) throws(ParseError) -> String {
+        if let k = config.masterKey { return k }
+        if let bytes = FileSystem.readFile(config.masterKeyPath) {
+            let key = String(decoding: bytes, as: UTF8.self).trimmingWhitespace()
+            if !key.isEmpty { return key }
+        }
+        let key = Random.alphanumeric(40)
+        try FileSystem.writeFile(config.masterKeyPath, Array((key + "\n").utf8), mode: 0o600)
+        Log.info("generated a master key in \(config.masterKeyPath) (mode 0600): \(key)")
+        return key
+    }
+}
+
+extension String {
+    func trimmingWhitespace() -> String {
+        let u = Array(utf8)
+        var a = 0, b = u.count
+        while a < b, u[a] == 32 || u[a] == 10 || u[a] == 13 || u[a] == 9 { a += 1 }
+        while b > a, u[b - 1] == 32 || u[b - 1] == 10 || u[b - 1] == 13 || u[b - 1] == 9 { b -= 1 }
+        return String(decoding: u[a..<b], as: UTF8.self)
+    }
+}

@@ -1,1 +1,0 @@
-// MoonbaseHost: see Package.swift and STYLE.md §2 for this module's role.
