@@ -13,6 +13,10 @@ import MoonbaseSQLite
 ///   caller may not make is 101 "Object not found.", a CLP denial 119;
 /// - a field keeps the type of its first value (111 on mismatch).
 public protocol DocumentStore: Sendable {
+    /// Runs `body` as one atomic unit (`db.transaction`, a write and its `beforeSave`): the
+    /// store calls it makes on this thread join the transaction; an error escaping `body`
+    /// rolls all of them back. Reads inside see the transaction's own writes.
+    func transaction<T>(_ body: () throws(ParseError) -> T) throws(ParseError) -> T
     /// Creates an object; see `WriteTransaction.insert`.
     func insert(_ className: String, fields: JSONObject, acl: JSONValue?, identity: Identity) throws(ParseError) -> StoredObject
     /// Updates one object atomically (ops included); see `WriteTransaction.update`.

@@ -28,7 +28,12 @@ public final class SQLiteDocumentStore: DocumentStore {
     }
 
     /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`), joining an open one on this thread.
-    public func transaction<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
+    public func transaction<T>(_ body: () throws(ParseError) -> T) throws(ParseError) -> T {
+        try database.write { (_) throws(ParseError) -> T in try body() }
+    }
+
+    /// Like `transaction`, with the SQLite transaction itself (for set-based SQL in bulk jobs).
+    public func write<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         try database.write(body)
     }
 

@@ -77,6 +77,7 @@ struct StorageWriteTests {
     func invalidFieldNamesAreRefused(_ name: String) throws {
         #expect(parseCode { try f.store.insert("Post", fields: JSONObject([.init(name, 1)]), acl: nil, identity: .master) } == 105)
         let o = try f.store.insert("Post", fields: ["ok": 1], acl: nil, identity: .master)
+        if name == "a.b" { return }  // a nested key: valid in updates (nestedKeysUpdateInsideObjects)
         #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: JSONObject([.init(name, 1)]), identity: .master) } == 105)
     }
 
@@ -108,6 +109,36 @@ struct StorageWriteTests {
         #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["text": ["__op": "Increment", "amount": 1]], identity: .master) } == 111)
         #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["likes": ["__op": "Increment", "amount": "1"]], identity: .master) } == 111)
         #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["likes": ["__op": "Explode"]], identity: .master) } == 111)
+    }
+
+    @Test func nestedKeysUpdateInsideObjects() throws {
+        let o = try f.store.insert("Post", fields: ["stats": ["views": 1, "keep": "k"]], acl: nil, identity: .master)
+        let u = try f.store.update("Post", objectId: o.objectId, changes: try StorageFixture.obj("""
+            {"stats.views":{"__op":"Increment","amount":2},"stats.by.day":5,"meta.first":true}
+            """), identity: .master)
+        let j = try f.json(u)
+        #expect(j["stats"] == ["views": 3, "keep": "k", "by": ["day": 5]])
+        #expect(j["meta"] == ["first": true])
+        #expect(f.store.schema("Post")?.fields["meta"]?.type == .object)
+        let d = try f.store.update("Post", objectId: o.objectId, changes: ["stats.keep": ["__op": "Delete"]], identity: .master)
+        #expect(try f.json(d)["stats"] == ["views": 3, "by": ["day": 5]])
+        _ = try f.store.update("Post", objectId: o.objectId, changes: ["title": "t"], identity: .master)
+        #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["title.x": 1], identity: .master) } == 111)
+        #expect(parseCode { try f.store.update("Post", objectId: o.objectId, changes: ["stats..x": 1], identity: .master) } == 105)
+    }
+
+    @Test func storeTransactionIsAtomic() throws {
+        let o = try f.store.insert("Post", fields: ["likes": 0], acl: nil, identity: .master)
+        let code = parseCode {
+            try f.store.transaction { () throws(ParseError) in
+                _ = try f.store.update("Post", objectId: o.objectId, changes: ["likes": ["__op": "Increment", "amount": 1]], identity: .master)
+                _ = try f.store.insert("Comment", fields: ["text": "x"], acl: nil, identity: .master)
+                throw ParseError(.validationError, "abort")
+            }
+        }
+        #expect(code == 142)
+        #expect(try f.store.get("Post", objectId: o.objectId, identity: .master)?.fields()["likes"] == 0)
+        #expect(f.store.schema("Comment") == nil)
     }
 
     @Test func concurrentIncrementsAreExact() throws {

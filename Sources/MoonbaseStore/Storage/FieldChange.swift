@@ -20,8 +20,9 @@ enum FieldChange {
 
     /// Parses one entry of an update body.
     /// - Returns: the change and the type it gives the field (nil for deletes and nulls).
-    static func parse(_ name: String, _ value: JSONValue) throws(ParseError) -> (FieldChange, FieldInfo?) {
+    static func parse(_ name: String, _ value: JSONValue, nested: Bool = false) throws(ParseError) -> (FieldChange, FieldInfo?) {
         guard case .object(let o) = value, let opValue = o["__op"] else {
+            if nested { return (.set(name, try TypedValues.nested(value, field: name)), nil) }
             let (v, info) = try TypedValues.canonical(value, field: name)
             return (.set(name, v), info)
         }
@@ -68,6 +69,21 @@ enum FieldChange {
     static func dataExpression(_ changes: [FieldChange], binds: inout [SQLiteValue]) -> String {
         var pairs: [String] = []
         var removes: [String] = []
+        // Nested keys (`a.b.c`): json_set only creates the last path element, so an inner
+        // json_set first makes sure every parent exists as an object (keeping its members).
+        var parents: [String] = []
+        for c in changes where c.field.contains(".") {
+            if case .delete = c { continue }
+            let parts = c.field.split(separator: ".")
+            for k in 1..<parts.count {
+                let p = parts[0..<k].joined(separator: ".")
+                if !parents.contains(p) { parents.append(p) }
+            }
+        }
+        var parentPairs: [String] = []
+        for p in parents {
+            parentPairs.append("'$.\(p)', json(coalesce(json_extract(data, '$.\(p)'), '{}'))")
+        }
         for c in changes {
             let path = "'$.\(c.field)'"
             switch c {
@@ -89,6 +105,9 @@ enum FieldChange {
             }
         }
         var expr = "data"
+        // A separate inner json_set: SQLite (3.40) does not descend into a node replaced earlier
+        // in the same json_set call.
+        if !parentPairs.isEmpty { expr = "json_set(data, \(parentPairs.joined(separator: ", ")))" }
         if !pairs.isEmpty { expr = "json_set(\(expr), \(pairs.joined(separator: ", ")))" }
         if !removes.isEmpty { expr = "json_remove(\(expr), \(removes.joined(separator: ", ")))" }
         return expr

@@ -82,8 +82,19 @@ struct UpdatePlan {
                 continue
             default: break
             }
-            try TypedValues.checkFieldName(e.key, allowInternal: allowInternalFields)
             guard seen.insert(e.key).inserted else { throw ParseError(.invalidJSON, "duplicate field: \(e.key)") }
+            if e.key.contains(".") {
+                // A nested key (`stats.views`): its top-level field is an Object; nested values
+                // are canonicalised but not typed.
+                guard Naming.isValidFieldPath(e.key) else { throw ParseError(.invalidKeyName, "invalid field name: \(e.key)") }
+                let root = String(e.key.prefix { $0 != "." })
+                try TypedValues.checkFieldName(root, allowInternal: false)
+                let (change, _) = try FieldChange.parse(e.key, e.value, nested: true)
+                changes.append(change)
+                types.append((root, FieldInfo(type: .object)))
+                continue
+            }
+            try TypedValues.checkFieldName(e.key, allowInternal: allowInternalFields)
             let (change, info) = try FieldChange.parse(e.key, e.value)
             changes.append(change)
             if let info { types.append((e.key, info)) }
