@@ -85,6 +85,12 @@ struct LuaHost: CloudHostAPI {
             let fields = arg(args, 1)?.objectValue ?? [:]
             let opts = arg(args, 2)?.objectValue ?? [:]
             let c = caller(ctx, opts)
+            if className == "_User" {
+                // Users are created through sign-up so the password is hashed (argon2id) and
+                // never stored as given; no session is returned to Lua.
+                let r = try service.auth.signUp(body: fields, ip: c.ip, identity: c.identity)
+                return .object(try service.auth.getUser(r.userId, identity: c.identity))
+            }
             let o = try objects.create(className, fields, caller: c)
             return .object(try o.json(for: c.identity))
         case "update":
