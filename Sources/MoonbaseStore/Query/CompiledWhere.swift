@@ -58,10 +58,17 @@ public struct GeoFilter: Sendable, Equatable {
     public var exactBinds: [SQLiteValue]
     /// `$nearSphere` centre: results are nearest first unless `order` is given.
     public var center: (latitude: Double, longitude: Double)?
+    /// The same exact test for plans that joined the R*Tree row `r`: decided from the R*Tree's
+    /// coordinates (32-bit floats, rounded outward) when they are conclusive, falling back to
+    /// `exactSQL` on the stored JSON only within float rounding of the edge. Skips parsing
+    /// `data` for almost every candidate.
+    public var rtreeExactSQL: String = ""
+    public var rtreeExactBinds: [SQLiteValue] = []
 
     public static func == (a: GeoFilter, b: GeoFilter) -> Bool {
         a.field == b.field && a.rtree == b.rtree && a.boxes == b.boxes && a.exactSQL == b.exactSQL
-            && a.exactBinds == b.exactBinds && a.center?.latitude == b.center?.latitude
+            && a.exactBinds == b.exactBinds && a.rtreeExactSQL == b.rtreeExactSQL && a.rtreeExactBinds == b.rtreeExactBinds
+            && a.center?.latitude == b.center?.latitude
             && a.center?.longitude == b.center?.longitude
     }
 }

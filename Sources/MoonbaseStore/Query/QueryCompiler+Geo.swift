@@ -101,8 +101,39 @@ extension QueryCompiler {
         case nil: return .alwaysFalse  // no such field yet: nothing can match, and no R*Tree exists
         default: throw ParseError(.invalidQuery, "\(op) needs a GeoPoint field; \(field.path) is a \(field.declared!.rawValue)")
         }
-        if depth == 0, state.geo == nil { state.geo = filter }
+        if depth == 0, state.geo == nil {
+            var circle: (lat: Double, lng: Double, r: Double)?
+            if filter.exactSQL.hasPrefix("geo_distance"), case .real(let la) = filter.exactBinds[0],
+               case .real(let ln) = filter.exactBinds[1], case .real(let r) = filter.exactBinds[2] {
+                circle = (la, ln, r)
+            }
+            state.geo = Self.withRTreeTest(filter, circle: circle)
+        }
         return Self.genericGeo(filter)
+    }
+
+    /// Margin (radians) around a circle's edge inside which R*Tree coordinates are not trusted:
+    /// a 32-bit float ulp at 180° is 1.5e-5° ≈ 2.7e-7 rad, so 1e-6 rad is conclusive everywhere.
+    static let rtreeMargin = 1e-6
+
+    /// Adds the R*Tree-based exact test (`GeoFilter.rtreeExactSQL`).
+    static func withRTreeTest(_ g: GeoFilter, circle: (lat: Double, lng: Double, r: Double)?) -> GeoFilter {
+        var g = g
+        if let c = circle {
+            let d = "geo_distance(r.minLat,r.minLng,?,?)"
+            g.rtreeExactSQL = "CASE WHEN \(d) <= ? THEN 1 WHEN \(d) > ? THEN 0 ELSE \(g.exactSQL) END"
+            g.rtreeExactBinds = [.real(c.lat), .real(c.lng), .real(c.r - rtreeMargin), .real(c.lat), .real(c.lng), .real(c.r + rtreeMargin)]
+                + g.exactBinds
+        } else if g.boxes.count == 1 {
+            let b = g.boxes[0]
+            // Inside even after outward rounding → inside; otherwise ask the stored coordinates.
+            g.rtreeExactSQL = "((r.minLat >= ? AND r.maxLat <= ? AND r.minLng >= ? AND r.maxLng <= ?) OR (\(g.exactSQL)))"
+            g.rtreeExactBinds = [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + g.exactBinds
+        } else {
+            g.rtreeExactSQL = g.exactSQL
+            g.rtreeExactBinds = g.exactBinds
+        }
+        return g
     }
 
     static let world = GeoBox(south: -90, north: 90, west: -180, east: 180)

@@ -89,7 +89,7 @@ struct SelectBuilder {
             }
             conds.append(QueryCompiler.Frag("r.maxLat >= ? AND r.minLat <= ? AND r.maxLng >= ? AND r.minLng <= ?",
                                             [.real(b.south), .real(b.north), .real(b.west), .real(b.east)]))
-            conds.append(QueryCompiler.Frag(geo.exactSQL, geo.exactBinds))
+            conds.append(QueryCompiler.Frag(geo.rtreeExactSQL, geo.rtreeExactBinds))
             conds.append(QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds))
         case .generic:
             sql += "\(table) t"

@@ -1,0 +1,111 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+import Testing
+@testable import MoonbaseStore
+
+/// Geo queries on real SQLite: distances, nearest-first, boxes and their edges, and the
+/// planner's alternative plans returning the same rows as the generic plan.
+@Suite struct QueryGeoTests {
+    let fx: QueryFixture
+    static let cities: [(String, Double, Double)] = [
+        ("nyc", 40.7128, -74.0060), ("la", 34.0522, -118.2437), ("london", 51.5074, -0.1278),
+        ("paris", 48.8566, 2.3522), ("tokyo", 35.6762, 139.6503), ("suva", -18.1248, 178.4501),
+        ("apia", -13.8333, -171.7667),
+    ]
+
+    init() throws {
+        fx = try QueryFixture()
+        try fx.createClass("Place", fields: ["name": FieldInfo(type: .string), "loc": FieldInfo(type: .geoPoint)])
+        for (name, lat, lng) in Self.cities {
+            try fx.insert("Place", ["name": .string(name), "loc": geoPoint(lat, lng)], id: name)
+        }
+        try fx.insert("Place", ["name": "nowhere"], id: "nowhere")
+    }
+
+    func near(_ lat: Double, _ lng: Double, _ extra: String = "", order: String? = nil) throws -> [String] {
+        let w = json(#"{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":\#(lat),"longitude":\#(lng)}\#(extra)}}"#)
+        return try fx.ids("Place", w, order: order)
+    }
+
+    @Test(arguments: [("nyc", "la", 2446.0), ("london", "paris", 214.0)])
+    func cityDistances(_ a: String, _ b: String, _ miles: Double) throws {
+        let pa = Self.cities.first { $0.0 == a }!, pb = Self.cities.first { $0.0 == b }!
+        let d = geoDistanceRadians(lat1: pa.1, lng1: pa.2, lat2: pb.1, lng2: pb.2) * EarthRadius.miles
+        #expect(abs(d - miles) / miles < 0.01)
+        // Through SQL: b is within 1% over the distance, and not within 1% under it.
+        #expect(try near(pa.1, pa.2, #","$maxDistanceInMiles":\#(miles * 1.01)"#).contains(b))
+        #expect(try !near(pa.1, pa.2, #","$maxDistanceInMiles":\#(miles * 0.99)"#).contains(b))
+        let km = miles * 1.609344
+        #expect(try near(pa.1, pa.2, #","$maxDistanceInKilometers":\#(km * 1.01)"#).contains(b))
+        #expect(try !near(pa.1, pa.2, #","$maxDistanceInRadians":\#(miles * 0.99 / EarthRadius.miles)"#).contains(b))
+    }
+
+    @Test func nearestFirstUnlessOrdered() throws {
+        func distance(_ c: (String, Double, Double)) -> Double { geoDistanceRadians(lat1: 51.5, lng1: 0, lat2: c.1, lng2: c.2) }
+        let expected = Self.cities.sorted { distance($0) < distance($1) }.map(\.0)
+        #expect(expected.prefix(3) == ["london", "paris", "nyc"])
+        #expect(try near(51.5, 0) == expected)
+        #expect(try near(51.5, 0, #","$maxDistanceInMiles":1000"#) == ["london", "paris"])
+        #expect(try near(51.5, 0, #","$maxDistanceInMiles":1000"#, order: "-name") == ["paris", "london"])
+    }
+
+    @Test func boxesAndEdges() throws {
+        func box(_ s: Double, _ w: Double, _ n: Double, _ e: Double) throws -> [String] {
+            try fx.ids("Place", json(#"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":\#(s),"longitude":\#(w)},{"__type":"GeoPoint","latitude":\#(n),"longitude":\#(e)}]}}}"#), order: "name")
+        }
+        #expect(try box(40, -80, 52, 3) == ["london", "nyc", "paris"])
+        // Edges are inclusive, exactly (R*Tree coordinates are 32-bit floats: the exact test decides).
+        #expect(try box(40.7128, -74.0060, 40.7128, -74.0060) == ["nyc"])
+        #expect(try box(40.71281, -74.0060, 41, -74) == [])
+        #expect(try box(40, -74.00599, 41, -73) == [])
+        // Across the antimeridian: Suva (178.45) and Apia (-171.77).
+        #expect(try box(-20, 170, -10, -170) == ["apia", "suva"])
+        let geoWithin = try fx.ids("Place", json(#"{"loc":{"$geoWithin":{"$box":[{"__type":"GeoPoint","latitude":-20,"longitude":170},{"__type":"GeoPoint","latitude":-10,"longitude":-170}]}}}"#), order: "name")
+        #expect(geoWithin == ["apia", "suva"])
+    }
+
+    @Test func centerSphere() throws {
+        let r = 300 / EarthRadius.miles
+        let a = try fx.ids("Place", json(#"{"loc":{"$geoWithin":{"$centerSphere":[[2.35,48.85],\#(r)]}}}"#), order: "name")
+        let b = try fx.ids("Place", json(#"{"loc":{"$geoWithin":{"$centerSphere":[{"__type":"GeoPoint","latitude":48.85,"longitude":2.35},\#(r)]}}}"#), order: "name")
+        #expect(a == ["london", "paris"] && b == a)
+        // Across the antimeridian: 700 miles around Suva reaches neither Apia (~720 mi)… 800 does.
+        #expect(try near(-18.1248, 178.4501, #","$maxDistanceInMiles":800"#) == ["suva", "apia"])
+    }
+
+    @Test func geoInsideOrUsesGenericPlan() throws {
+        let w = json(#"{"$or":[{"name":"tokyo"},{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":48.85,"longitude":2.35},"$maxDistanceInMiles":10}}]}"#)
+        #expect(try fx.ids("Place", w, order: "name") == ["paris", "tokyo"])
+    }
+
+    /// Every plan returns the same rows as the generic one, with other constraints and ACLs.
+    @Test func plansAgree() throws {
+        let fx = try QueryFixture()
+        try fx.createClass("P", fields: ["loc": FieldInfo(type: .geoPoint), "cat": FieldInfo(type: .number)])
+        var rng = SystemRandomNumberGenerator()
+        for k in 0..<2000 {
+            let lat = 40 + Double.random(in: 0..<1, using: &rng), lng = -74.5 + Double.random(in: 0..<1, using: &rng)
+            try fx.insert("P", ["loc": geoPoint(lat, lng), "cat": .int(Int64(k % 3))], createdAt: 1_700_000_000_000 + Int64(k) * 1000,
+                          readers: k % 7 == 0 ? ["u1"] : nil)
+        }
+        let schema = fx.schemas["P"]!
+        for w in [#"{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":40.5,"longitude":-74.0},"$maxDistanceInMiles":5},"cat":{"$ne":1}}"#,
+                  #"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.2,"longitude":-74.3},{"__type":"GeoPoint","latitude":40.5,"longitude":-74.1}]}}}"#] {
+            let compiled = try QueryCompiler(schema: schema).compile(json(w))
+            for identity in [Identity.anonymous, .master] {
+                let b = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity))
+                var results: [[String]] = []
+                for plan in [GeoPlan.generic, .rtreeJoin, .createdAtWalk] {
+                    let order = [SortKey(field: "createdAt", descending: true)]
+                    let s = try b.select(plan: plan, order: order, limit: 20, skip: 3)
+                    var ids: [String] = []
+                    try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
+                    results.append(ids)
+                }
+                #expect(results[0].count == 20)
+                #expect(results[1] == results[0] && results[2] == results[0])
+            }
+        }
+    }
+}
