@@ -14,8 +14,9 @@ import MoonbaseStore
 /// no usable secret. At start-up the service declares its indexes through the store (unique
 /// `username`, `sessionTokenHash`, plus `refreshTokenHash` and `user`), a unique index on the
 /// lower-cased email (SQLite `lower`, for case-insensitive matching), the `_mb_auth_epoch`
-/// counter with its triggers (see `SessionCache`), and a trigger deleting a user's sessions
-/// with the user, whichever path deletes the row.
+/// counter with its triggers (see `SessionCache`), a trigger deleting a user's sessions with
+/// the user, whichever path deletes the row, and triggers refusing (119) any write that would
+/// store a `password` field in a `_User` row (a generic object path bypassing this service).
 ///
 /// Threads: password hashing and verification (about 14 ms of CPU each) run on the calling
 /// thread; the API layer calls `signUp`, `logIn`, `tokenGrant`, `updateUser` and
@@ -84,7 +85,21 @@ public final class AuthService: Sendable {
         CREATE TRIGGER IF NOT EXISTS "_Session__auth_epoch_d" AFTER DELETE ON "_Session" BEGIN
           UPDATE _mb_auth_epoch SET n = n + 1 WHERE id = 1;
         END;
+        CREATE TRIGGER IF NOT EXISTS "_User__auth_no_plain_i" BEFORE INSERT ON "_User"
+          WHEN json_extract(new.data,'$.password') IS NOT NULL BEGIN
+          SELECT RAISE(ABORT, '\(plaintextRefusal)');
+        END;
+        CREATE TRIGGER IF NOT EXISTS "_User__auth_no_plain_u" BEFORE UPDATE OF data ON "_User"
+          WHEN json_extract(new.data,'$.password') IS NOT NULL BEGIN
+          SELECT RAISE(ABORT, '\(plaintextRefusal)');
+        END;
         """
+
+    /// The backstop's message: `mb<code>:` makes the store report it as that Parse code (119).
+    /// Generic object paths (`/parse/classes/_User`, Lua `db.*`) would otherwise store a
+    /// `password` field as given; only this service may set a password, hashed.
+    static let plaintextRefusal =
+        "mb119: a _User password can only be set through sign-up or the users endpoint (it is hashed there)"
 
     // MARK: Lookups (SQL spelled exactly like the index expressions, so SQLite uses them)
 

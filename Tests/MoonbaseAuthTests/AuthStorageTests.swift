@@ -55,4 +55,14 @@ struct AuthStorageTests {
             #expect(!t.contains("pw-uli") && !t.contains("argon2") && !t.contains("_hashed_password") && !t.contains("\"password\""))
         }
     }
+
+    @Test func genericWritesCannotStoreAPlaintextPassword() throws {
+        let f = try AuthFixture()
+        let a = try f.signUp("vera", "pw-vera")
+        #expect(f.code { _ = try f.store.insert("_User", fields: ["username": "w", "password": "Plain-1"], identity: .master) } == 119)
+        #expect(f.code { _ = try f.store.update("_User", objectId: a.userId, changes: ["password": "Plain-2"], identity: .master) } == 119)
+        #expect(f.code { _ = try f.store.update("_User", objectId: a.userId, changes: ["bio": "ok"], identity: .master) } == nil)
+        #expect(try !f.allStoredText().contains { $0.1.contains("Plain-") })
+        #expect(try f.auth.verifyPassword(userId: a.userId, password: "pw-vera"))
+    }
 }
