@@ -1,6 +1,7 @@
 import MoonbaseAuth
 import MoonbaseCore
 import MoonbaseJSON
+import MoonbaseSQLite
 import MoonbaseStore
 import Testing
 
@@ -73,18 +74,23 @@ struct AuthSessionTests {
         #expect(try f.auth.resolveSession(c.sessionToken) == nil)
     }
 
-    @Test func sessionTokenLookupUsesTheIndex() throws {
+    @Test func lookupsUseTheIndexes() throws {
         let f = try AuthFixture()
         try f.signUp("max")
+        // A fresh connection: EXPLAIN does not re-read a schema changed by another connection.
+        let c = try Connection(path: f.path)
+        defer { c.close() }
         var plan: [String] = []
-        try f.database.read { c throws(ParseError) in
-            try c.query("EXPLAIN QUERY PLAN SELECT objectId FROM \"_Session\" WHERE json_extract(data,'$.sessionTokenHash') = 'x'") { s in
-                plan.append(s.text(3) ?? "")
-            }
-            try c.query("EXPLAIN QUERY PLAN SELECT objectId FROM \"_User\" WHERE lower(json_extract(data,'$.email')) = lower('x')") { s in
-                plan.append(s.text(3) ?? "")
-            }
+        for sql in [
+            "SELECT objectId FROM \"_Session\" WHERE json_extract(data,'$.sessionTokenHash') = ?",
+            "SELECT objectId FROM \"_Session\" WHERE json_extract(data,'$.refreshTokenHash') = ?",
+            "SELECT objectId FROM \"_User\" WHERE json_extract(data,'$.username') = ?",
+            "SELECT objectId FROM \"_User\" WHERE lower(json_extract(data,'$.email')) = lower(?)",
+            // The per-user index became type-aware (Pointer → objectId) with the first session.
+            "DELETE FROM \"_Session\" WHERE json_extract(data,'$.user.objectId') = ?",
+        ] {
+            try c.query("EXPLAIN QUERY PLAN " + sql, [.text("x")]) { s in plan.append(s.text(3) ?? "") }
         }
-        #expect(plan.count == 2 && plan.allSatisfy { $0.contains("USING INDEX") }, "\(plan)")
+        #expect(plan.count == 5 && plan.allSatisfy { $0.contains("USING INDEX") }, "\(plan)")
     }
 }
