@@ -7,7 +7,7 @@ import MoonbaseStore
 
 /// A real SQLite file in a temporary directory, the document store and an `AuthService` on a
 /// `ManualClock`.
-final class AuthFixture {
+final class AuthFixture: Sendable {
     let dir: String
     let path: String
     let clock = ManualClock(millis: 1_800_000_000_000)
