@@ -107,7 +107,7 @@ extension QueryCompiler {
                case .real(let ln) = filter.exactBinds[1], case .real(let r) = filter.exactBinds[2] {
                 circle = (la, ln, r)
             }
-            state.geo = Self.withRTreeTest(filter, circle: circle)
+            state.geo = withRTreeTest(filter, circle: circle)
         }
         return Self.genericGeo(filter)
     }
@@ -116,21 +116,24 @@ extension QueryCompiler {
     /// a 32-bit float ulp at 180° is 1.5e-5° ≈ 2.7e-7 rad, so 1e-6 rad is conclusive everywhere.
     static let rtreeMargin = 1e-6
 
-    /// Adds the R*Tree-based exact test (`GeoFilter.rtreeExactSQL`).
-    static func withRTreeTest(_ g: GeoFilter, circle: (lat: Double, lng: Double, r: Double)?) -> GeoFilter {
+    /// Adds the R*Tree-based exact test (`GeoFilter.rtreeExactSQL`). It reads only the R*Tree
+    /// row `r`; in the rare undecided case it reads the stored point through a subquery by rid, so
+    /// it also works inside an R*Tree-only subquery.
+    func withRTreeTest(_ g: GeoFilter, circle: (lat: Double, lng: Double, r: Double)?) -> GeoFilter {
         var g = g
+        let fallback = "(SELECT \(g.exactSQL) FROM \(Naming.table(schema.className)) WHERE rid = r.id)"
         if let c = circle {
             let d = "geo_distance(r.minLat,r.minLng,?,?)"
-            g.rtreeExactSQL = "CASE WHEN \(d) <= ? THEN 1 WHEN \(d) > ? THEN 0 ELSE \(g.exactSQL) END"
-            g.rtreeExactBinds = [.real(c.lat), .real(c.lng), .real(c.r - rtreeMargin), .real(c.lat), .real(c.lng), .real(c.r + rtreeMargin)]
+            g.rtreeExactSQL = "CASE WHEN \(d) <= ? THEN 1 WHEN \(d) > ? THEN 0 ELSE \(fallback) END"
+            g.rtreeExactBinds = [.real(c.lat), .real(c.lng), .real(c.r - Self.rtreeMargin), .real(c.lat), .real(c.lng), .real(c.r + Self.rtreeMargin)]
                 + g.exactBinds
         } else if g.boxes.count == 1 {
             let b = g.boxes[0]
             // Inside even after outward rounding → inside; otherwise ask the stored coordinates.
-            g.rtreeExactSQL = "((r.minLat >= ? AND r.maxLat <= ? AND r.minLng >= ? AND r.maxLng <= ?) OR (\(g.exactSQL)))"
+            g.rtreeExactSQL = "((r.minLat >= ? AND r.maxLat <= ? AND r.minLng >= ? AND r.maxLng <= ?) OR \(fallback))"
             g.rtreeExactBinds = [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + g.exactBinds
         } else {
-            g.rtreeExactSQL = g.exactSQL
+            g.rtreeExactSQL = fallback
             g.rtreeExactBinds = g.exactBinds
         }
         return g

@@ -75,8 +75,13 @@ public struct QueryExecutor {
             _ = try builder.orderBy(q.order)  // still validate order
             return FindResult(results: Array("[]".utf8), resultCount: 0, count: count)
         }
-        let plan = try GeoPlanner.choose(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn)
-        let stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
+        let stmt: QueryCompiler.Frag
+        if let rids = try GeoPlanner.newestByRid(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn) {
+            stmt = SelectBuilder.byRids(builder.schema.className, rids)
+        } else {
+            let plan = try GeoPlanner.choose(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn)
+            stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
+        }
         let simple = q.include.isEmpty && q.keys == nil && afterFind == nil && RowSerializer.canSplice(q.className)
         if simple {
             var w = JSONWriter(capacity: 4096)

@@ -12,6 +12,13 @@ public enum GeoPlan: Sendable, Equatable {
     /// The `createdAt` index is walked in `order` direction and each row is tested against its
     /// R*Tree entry, until `limit` rows match. Best when the box holds many points.
     case createdAtWalk
+    /// The R*Tree candidates are collected into a set first (`t.rid IN (SELECT r.id …)`, the
+    /// exact test decided on R*Tree coordinates), then rows are read in rid order (sequential
+    /// B-tree access) and sorted.
+    case rtreeSetScan
+    /// The candidate set is built as for `rtreeSetScan`; the `createdAt` index is walked and each
+    /// row probes the in-memory set.
+    case rtreeSetWalk
 }
 
 /// Assembles the SELECT for a find: columns, compiled where, ACL filter, order, limit/skip.
@@ -38,7 +45,7 @@ struct SelectBuilder {
 
     /// `ORDER BY …` (without the keyword), or nil when unordered. `$nearSphere` sorts nearest
     /// first unless `order` is given; `$score` sorts best text match first.
-    func orderBy(_ order: [SortKey]) throws(ParseError) -> QueryCompiler.Frag? {
+    func orderBy(_ order: [SortKey], unaryPlus: Bool = false) throws(ParseError) -> QueryCompiler.Frag? {
         var terms: [String] = []
         var binds: [SQLiteValue] = []
         for key in order {
@@ -64,10 +71,11 @@ struct SelectBuilder {
             binds += [.real(c.latitude), .real(c.longitude)]
         }
         guard !terms.isEmpty else { return nil }
+        if unaryPlus { terms = terms.map { "+" + $0 } }
         // Ties broken by rid in the direction of the last key: deterministic pages, and the
         // createdAt index (whose entries end with the rowid) still yields this order.
         if let last = order.last, last.field == "createdAt" || last.field == "updatedAt" {
-            terms.append(last.descending ? "t.rid DESC" : "t.rid")
+            terms.append(last.descending ? "\(unaryPlus ? "+" : "")t.rid DESC" : "\(unaryPlus ? "+" : "")t.rid")
         }
         return QueryCompiler.Frag(terms.joined(separator: ", "), binds)
     }
@@ -91,6 +99,14 @@ struct SelectBuilder {
                                             [.real(b.south), .real(b.north), .real(b.west), .real(b.east)]))
             conds.append(QueryCompiler.Frag(geo.rtreeExactSQL, geo.rtreeExactBinds))
             conds.append(QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds))
+        case .rtreeSetScan, .rtreeSetWalk:
+            guard let geo = compiled.geo, geo.boxes.count == 1 else { return try select(plan: .generic, order: order, limit: limit, skip: skip, columns: columns) }
+            let b = geo.boxes[0]
+            sql += "\(table) t"
+            conds.append(QueryCompiler.Frag(
+                "\(plan == .rtreeSetWalk ? "+" : "")t.rid IN (SELECT r.id FROM \(geo.rtree) r WHERE r.maxLat >= ? AND r.minLat <= ? AND r.maxLng >= ? AND r.minLng <= ? AND \(geo.rtreeExactSQL))",
+                [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + geo.rtreeExactBinds))
+            conds.append(QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds))
         case .generic:
             sql += "\(table) t"
             conds.append(QueryCompiler.Frag(compiled.sql, compiled.binds))
@@ -101,13 +117,22 @@ struct SelectBuilder {
             sql += " WHERE " + w.sql
             binds += w.binds
         }
-        if let o = try orderBy(order) {
+        // A unary + keeps SQLite from satisfying the order with an index: that plan sorts.
+        if let o = try orderBy(order, unaryPlus: plan == .rtreeSetScan) {
             sql += " ORDER BY " + o.sql
             binds += o.binds
         }
         sql += " LIMIT ? OFFSET ?"
         binds += [.integer(Int64(limit)), .integer(Int64(skip))]
         return QueryCompiler.Frag(sql, binds)
+    }
+
+    /// The rows with these rids, newest first (`newestByRid` pages, already in that order).
+    static func byRids(_ className: String, _ rids: [Int64]) -> QueryCompiler.Frag {
+        if rids.isEmpty { return QueryCompiler.Frag("SELECT \(columns) FROM \(Naming.table(className)) t WHERE 0") }
+        let marks = Array(repeating: "?", count: rids.count).joined(separator: ",")
+        return QueryCompiler.Frag("SELECT \(columns) FROM \(Naming.table(className)) t WHERE t.rid IN (\(marks)) ORDER BY t.createdAt DESC, t.rid DESC",
+                                  rids.map { .integer($0) })
     }
 
     /// `SELECT count(*)` under the same filters (generic plan: no order, no limit).
