@@ -96,7 +96,8 @@ public final class API: HTTPHandler {
                 Log.error("\(http.method) \(http.path) failed: \(e.underlying ?? e.message)", requestId: http.requestId)
             }
         }
-        if let d = decision { response.headers.append(contentsOf: d.headers.filter { $0.0 != "Retry-After" || refused }) }
+        // A refusal's error already carries the decision's headers (Retry-After included).
+        if let d = decision, !refused { response.headers.append(contentsOf: d.headers.filter { $0.0 != "Retry-After" }) }
         response.headers.append(contentsOf: req.extraHeaders)
         let wallNanos = monotonicNanos() &- started
         if charged {
