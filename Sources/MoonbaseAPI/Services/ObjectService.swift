@@ -158,10 +158,14 @@ public final class ObjectService: Sendable {
         }
     }
 
-    /// After-triggers run after commit (or right away outside a transaction) and only log errors.
+    /// After-triggers run after commit (or right away outside a transaction) in a transaction of
+    /// their own, which their error rolls back (DESIGN §10); the error is only logged.
     func runAfter(_ caller: CallerContext, _ body: @escaping () throws(ParseError) -> Void) {
+        let store = self.store
         let run = {
-            do throws(ParseError) { try body() } catch {
+            do throws(ParseError) {
+                try store.transaction { () throws(ParseError) in try body() }
+            } catch {
                 Log.warn("after-trigger failed: \(error.message)", requestId: caller.requestId)
             }
         }
