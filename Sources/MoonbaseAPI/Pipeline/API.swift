@@ -100,14 +100,18 @@ public final class API: HTTPHandler {
         if let d = decision, !refused { response.headers.append(contentsOf: d.headers.filter { $0.0 != "Retry-After" }) }
         response.headers.append(contentsOf: req.extraHeaders)
         let wallNanos = monotonicNanos() &- started
+        var usage: RequestUsage?
         if charged {
-            services.quota.record(RequestUsage(
+            let u = RequestUsage(
                 account: account(req), target: req.target ?? .api(endpoint.name), refused: refused,
                 dbReads: req.meter.dbReads, dbWrites: req.meter.dbWrites,
                 luaCpuMicros: Int64(req.meter.luaCPUNanos / 1000), wallMicros: Int64(wallNanos / 1000),
-                bytesIn: Int64(http.body.count), bytesOut: Int64(response.body.count)))
+                bytesIn: Int64(http.body.count), bytesOut: Int64(response.body.count))
+            services.quota.record(u)
+            usage = u
         }
-        services.metrics.observe(route: endpoint.name, status: response.status, seconds: Double(wallNanos) / 1e9)
+        services.metrics.observe(route: endpoint.name, status: response.status, seconds: Double(wallNanos) / 1e9,
+                                 usage: usage)
         if response.status >= 500 || Log.enabled(.debug) {
             Log.info("\(http.method) \(http.path) \(response.status) \(wallNanos / 1000)µs", requestId: http.requestId)
         }
