@@ -13,7 +13,8 @@ public final class JobService: Sendable {
     public init(cloud: CloudService, recorder: JobStatusRecorder, metrics: ServerMetrics, clock: any HostClock, cronDir: String) {
         self.recorder = recorder
         self.cronDir = cronDir
-        scheduler = Scheduler(runner: CloudJobRunner(cloud: cloud, metrics: metrics), recorder: recorder, clock: clock)
+        scheduler = Scheduler(runner: CloudJobRunner(cloud: cloud, metrics: metrics),
+                              recorder: SkipCountingRecorder(base: recorder, metrics: metrics), clock: clock)
     }
 
     /// Loads the cron files, checking that every job they name exists. Errors leave the previous
@@ -60,4 +61,31 @@ struct CloudJobRunner: JobRunner {
         }
         return outcome
     }
+}
+
+/// The `_JobStatus` recorder, also counting skipped starts in `moonbase_job_runs_total` (runs
+/// that ran are counted by `CloudJobRunner` when they end).
+struct SkipCountingRecorder: JobRunRecorder {
+    let base: JobStatusRecorder
+    let metrics: ServerMetrics
+
+    func started(job: String, source: JobSource, params: JSONObject, at: Int64) throws(ParseError) -> String {
+        try base.started(job: job, source: source, params: params, at: at)
+    }
+
+    func progress(runId: String, fraction: Double?, message: String?) {
+        base.progress(runId: runId, fraction: fraction, message: message)
+    }
+
+    func finished(runId: String, status: JobRunStatus, message: String, at: Int64, durationMs: Int64) {
+        base.finished(runId: runId, status: status, message: message, at: at, durationMs: durationMs)
+    }
+
+    func skipped(job: String, source: JobSource, params: JSONObject, at: Int64, reason: String) throws(ParseError) -> String {
+        let id = try base.skipped(job: job, source: source, params: params, at: at, reason: reason)
+        metrics.observeJobRun(job: job, status: "skipped")
+        return id
+    }
+
+    func failInterruptedRuns(at: Int64) -> Int { base.failInterruptedRuns(at: at) }
 }
