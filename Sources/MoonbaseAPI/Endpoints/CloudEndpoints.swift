@@ -1,5 +1,6 @@
 import MoonbaseCore
 import MoonbaseCron
+import MoonbaseCrypto
 import MoonbaseHTTP
 import MoonbaseJSON
 import MoonbaseLua
@@ -45,7 +46,7 @@ enum CloudEndpoints {
             }),
             ("GET", "/metrics", Endpoint("metrics", access: .open, inline: true, charged: false) { req throws(ParseError) in
                 if s.config.metricsRequireMaster {
-                    guard let k = req.http.header("x-parse-master-key"), k == s.masterKey else {
+                    guard let k = req.http.header("x-parse-master-key"), ConstantTime.equals(k, s.masterKey) else {
                         throw ParseError(.operationForbidden, "unauthorized: master key is required")
                     }
                 }
