@@ -24,15 +24,19 @@ enum AdminEndpoints {
                 req.target = .admin("functions")
                 let file = try luaFileName(req.param("file"))
                 let text = String(decoding: req.http.body, as: UTF8.self)
-                // Load the candidate generation first; only a generation that loads is written.
-                var sources = CloudService.readSources(s.config.functionsDir).filter { $0.file != file }
-                sources.append((file: file, text: text))
-                sources.sort { $0.file < $1.file }
-                let errors = s.cloud.load(sources)
+                // Load the candidate generation first; only a generation that loads is written
+                // (under the load lock, so a folder reload cannot slip in between).
+                let errors = try s.cloud.exclusively { (load) throws(ParseError) -> [String: String] in
+                    var sources = CloudService.readSources(s.config.functionsDir).filter { $0.file != file }
+                    sources.append((file: file, text: text))
+                    sources.sort { $0.file < $1.file }
+                    let errors = load(sources)
+                    if errors.isEmpty { try FileSystem.writeFile(s.config.functionsDir + "/" + file, Array(req.http.body)) }
+                    return errors
+                }
                 if !errors.isEmpty {
                     throw ParseError(.scriptFailed, errors.sorted { $0.key < $1.key }.map { "\($0.value)" }.joined(separator: "; "))
                 }
-                try FileSystem.writeFile(s.config.functionsDir + "/" + file, Array(req.http.body))
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
             ("DELETE", "/admin/functions/:file", Endpoint("admin.functions.delete", access: .master) { req throws(ParseError) in
@@ -40,11 +44,14 @@ enum AdminEndpoints {
                 let file = try luaFileName(req.param("file"))
                 let path = s.config.functionsDir + "/" + file
                 guard FileSystem.exists(path) else { throw ParseError(.objectNotFound, "no such file: \(file)") }
-                let errors = s.cloud.load(CloudService.readSources(s.config.functionsDir).filter { $0.file != file })
+                let errors = try s.cloud.exclusively { (load) throws(ParseError) -> [String: String] in
+                    let errors = load(CloudService.readSources(s.config.functionsDir).filter { $0.file != file })
+                    if errors.isEmpty { _ = FileSystem.remove(path) }
+                    return errors
+                }
                 if !errors.isEmpty {
                     throw ParseError(.scriptFailed, errors.values.sorted().joined(separator: "; "))
                 }
-                _ = FileSystem.remove(path)
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
             ("GET", "/admin/jobs", Endpoint("admin.jobs", access: .master) { req throws(ParseError) in

@@ -12,6 +12,12 @@ enum ClassesEndpoints {
                 let className = req.param("className")
                 req.target = .class(className)
                 let body = try req.jsonBody()
+                if className == "_User" {
+                    // Users are created by sign-up only (the password must be hashed).
+                    let r = try s.signUp(body, caller: s.caller(req))
+                    let location = s.baseURL(req) + "/parse/classes/_User/\(r.userId)"
+                    return .json(201, JSON.encode(.object(r.body)), headers: [("Location", location)])
+                }
                 let o = try s.objects.create(className, body, caller: s.caller(req))
                 return created(s, req, className: className, o)
             }),
@@ -25,12 +31,17 @@ enum ClassesEndpoints {
             ("PUT", "/parse/classes/:className/:objectId", Endpoint("classes.update", access: .app) { req throws(ParseError) in
                 let className = req.param("className")
                 req.target = .class(className)
+                if className == "_User" { return try UsersEndpoints.update(s, req, req.param("objectId")) }
                 let o = try s.objects.update(className, req.param("objectId"), try req.jsonBody(), caller: s.caller(req))
                 return .json(200, updatedBody(o))
             }),
             ("DELETE", "/parse/classes/:className/:objectId", Endpoint("classes.delete", access: .app) { req throws(ParseError) in
                 let className = req.param("className")
                 req.target = .class(className)
+                if className == "_User" {
+                    try UsersEndpoints.deleteUser(s, req.param("objectId"), caller: s.caller(req))
+                    return .json(200, Array("{}".utf8))
+                }
                 try s.objects.delete(className, req.param("objectId"), caller: s.caller(req))
                 return .json(200, Array("{}".utf8))
             }),

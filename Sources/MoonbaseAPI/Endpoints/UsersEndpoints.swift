@@ -12,7 +12,7 @@ enum UsersEndpoints {
         [
             ("POST", "/parse/users", Endpoint("users.signup", access: .app) { req throws(ParseError) in
                 req.target = .class("_User")
-                let r = try s.auth.signUp(body: try req.jsonBody(), ip: req.http.remoteAddress, identity: req.identity)
+                let r = try s.signUp(try req.jsonBody(), caller: s.caller(req))
                 let location = s.baseURL(req) + "/parse/users/\(r.userId)"
                 return .json(201, JSON.encode(.object(r.body)), headers: [("Location", location)])
             }),
@@ -59,8 +59,7 @@ enum UsersEndpoints {
             ("POST", "/oauth/token", Endpoint("oauth.token", access: .open) { req throws(ParseError) in
                 req.target = .api("oauth.token")
                 let r = s.auth.tokenGrant(form: try form(req), ip: req.http.remoteAddress)
-                var headers = r.headers.map { ($0.key, $0.value) }
-                headers.append(("Cache-Control", "no-store"))
+                let headers = r.headers.map { ($0.key, $0.value) }
                 return .json(r.status, JSON.encode(.object(r.body)), headers: headers)
             }),
         ]
@@ -76,7 +75,7 @@ enum UsersEndpoints {
         req.target = .class("_User")
         var sessionId: String?
         if let t = req.sessionToken { sessionId = try s.auth.resolveSession(t)?.sessionId }
-        let out = try s.auth.updateUser(id, changes: try req.jsonBody(), identity: req.identity, currentSessionId: sessionId)
+        let out = try s.updateUser(id, try req.jsonBody(), caller: s.caller(req), sessionId: sessionId)
         return .json(200, JSON.encode(.object(out)))
     }
 

@@ -35,6 +35,13 @@ public final class CloudService: Sendable {
     let slots = ThreadLocal<VMSlot> { VMSlot() }
     let nextId = Atomic<Int>(1)
     let onReload = Mutex<[@Sendable (Generation) -> Void]>([])
+    /// Held for a whole load (read, compile, swap, observers): loads never overtake each other.
+    let loadLock = Mutex<Void>(())
+    let servicesBox = Mutex<Services?>(nil)
+
+    /// The services this Cloud Code belongs to (set once by `Services.init`; a process-lifetime
+    /// reference cycle, on purpose).
+    var services: Services? { servicesBox.withLock { $0 } }
 
     public init(objects: ObjectService, auth: AuthService, files: FileStore, limits: LuaLimitsConfig,
                 clock: any HostClock) {
@@ -59,6 +66,18 @@ public final class CloudService: Sendable {
     /// A file that fails leaves the previous generation serving; its file:line is recorded.
     @discardableResult
     public func load(_ sources: [(file: String, text: String)]) -> [String: String] {
+        loadLock.withLock { _ in loadUnlocked(sources) }
+    }
+
+    /// Runs `body` while no other load can start; `body` loads through the function it is given.
+    /// The admin API reads the folder, loads and writes its file in one such step, so a reload
+    /// of the folder started earlier cannot install older sources over the deployed ones.
+    public func exclusively(_ body: (([(file: String, text: String)]) -> [String: String]) throws(ParseError) -> [String: String])
+        throws(ParseError) -> [String: String] {
+        try loadLock.withLock { (_) throws(ParseError) -> [String: String] in try body(loadUnlocked) }
+    }
+
+    func loadUnlocked(_ sources: [(file: String, text: String)]) -> [String: String] {
         var failures: [String: String] = [:]
         var registry = CloudRegistry()
         do {
@@ -86,10 +105,12 @@ public final class CloudService: Sendable {
         return [:]
     }
 
-    /// Reads `dir/*.lua` (sorted) and loads them.
+    /// Reads `dir/*.lua` (sorted) and loads them. The folder is read under the load lock: loads
+    /// run one at a time in the order they read their sources, so a slow reload of older
+    /// sources never replaces a newer generation.
     @discardableResult
     public func loadDirectory(_ dir: String) -> [String: String] {
-        load(CloudService.readSources(dir))
+        loadLock.withLock { _ in loadUnlocked(CloudService.readSources(dir)) }
     }
 
     public static func readSources(_ dir: String) -> [(file: String, text: String)] {

@@ -88,7 +88,8 @@ struct LuaHost: CloudHostAPI {
             if className == "_User" {
                 // Users are created through sign-up so the password is hashed (argon2id) and
                 // never stored as given; no session is returned to Lua.
-                let r = try service.auth.signUp(body: fields, ip: c.ip, identity: c.identity)
+                guard let services = service.services else { throw ParseError.internalError("services not ready") }
+                let r = try services.signUp(fields, caller: c)
                 return .object(try service.auth.getUser(r.userId, identity: c.identity))
             }
             let o = try objects.create(className, fields, caller: c)
@@ -98,11 +99,21 @@ struct LuaHost: CloudHostAPI {
             let changes = arg(args, 2)?.objectValue ?? [:]
             let opts = arg(args, 3)?.objectValue ?? [:]
             let c = caller(ctx, opts)
+            if className == "_User" {
+                // Same rules as REST: currentPassword for email/password changes (unless master),
+                // password hashed, other sessions revoked on a password change.
+                _ = try service.services?.updateUser(id, changes, caller: c, sessionId: nil)
+                return .object(try service.auth.getUser(id, identity: c.identity))
+            }
             let o = try objects.update(className, id, changes, caller: c)
             return .object(try o.json(for: c.identity))
         case "delete":
             let id = try string(args, 1, "objectId")
             let opts = arg(args, 2)?.objectValue ?? [:]
+            if className == "_User", let services = service.services {
+                try UsersEndpoints.deleteUser(services, id, caller: caller(ctx, opts))
+                return .bool(true)
+            }
             try objects.delete(className, id, caller: caller(ctx, opts))
             return .bool(true)
         case "deleteWhere":

@@ -3,6 +3,7 @@ import MoonbaseCore
 import MoonbaseQuota
 import MoonbaseSQLite
 import MoonbaseStore
+import Synchronization
 
 /// Everything an endpoint may use, built once by the composition root (`buildHost`).
 ///
@@ -41,6 +42,7 @@ public final class Services: Sendable {
         self.jobs = jobs
         self.usage = usage
         self.usageFlusher = usageFlusher
+        cloud.servicesBox.withLock { $0 = self }
     }
 
     /// The base URL for `Location` headers and file URLs: `--public-url`, else the request's Host.

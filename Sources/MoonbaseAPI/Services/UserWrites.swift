@@ -1,0 +1,48 @@
+import MoonbaseAuth
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseStore
+
+/// `_User` writes, whatever path they come by (`/parse/users`, `/parse/classes/_User`, Lua
+/// `db.*`): sign-up hashes the password, updates follow the `currentPassword` rules and revoke
+/// sessions on a password change (MoonbaseAuth), and the `_User` triggers run around them like
+/// for any class — `beforeSave` inside the write transaction.
+extension Services {
+    func signUp(_ body: JSONObject, caller: CallerContext) throws(ParseError) -> AuthResult {
+        var input = body
+        if let t = objects.triggers, t.hasTrigger(.beforeSave, "_User") {
+            let password = input.removeValue(forKey: "password")
+            var visible = input
+            for k in visible.keys where k.hasPrefix("_") { visible.removeValue(forKey: k) }
+            input = try t.runSave(.beforeSave, className: "_User", object: visible, original: nil, caller: caller)
+            if let password { input["password"] = password }
+        }
+        return try auth.signUp(body: input, ip: caller.ip, identity: caller.identity)
+    }
+
+    func updateUser(_ id: String, _ changes: JSONObject, caller: CallerContext, sessionId: String?) throws(ParseError) -> JSONObject {
+        var prepared = try auth.prepareUserUpdate(id, changes: changes, identity: caller.identity, currentSessionId: sessionId)
+        let triggers = objects.triggers
+        let row = try store.write { (tx) throws(ParseError) -> StoredObject in
+            if let t = triggers, t.hasTrigger(.beforeSave, "_User") {
+                guard let current = try tx.fetchRaw("_User", objectId: id) else {
+                    throw ParseError(.objectNotFound, "Object not found.")
+                }
+                let original = try current.json(for: .master)
+                var visible = JSONObject()
+                var internalFields = JSONObject()
+                for e in prepared.changes {
+                    if e.key.hasPrefix("_") { internalFields[e.key] = e.value } else { visible[e.key] = e.value }
+                }
+                let merged = UpdateView.apply(visible, to: original)
+                let result = try t.runSave(.beforeSave, className: "_User", object: merged, original: original, caller: caller)
+                var final = UpdateView.diff(changes: visible, merged: merged, result: result, original: original)
+                for e in internalFields { final[e.key] = e.value }
+                prepared.changes = final
+            }
+            return try auth.applyUserUpdate(prepared, in: tx)
+        }
+        caller.meter?.dbWrites += 1
+        return ["updatedAt": .string(ISO8601.format(millis: row.updatedAt))]
+    }
+}
