@@ -63,6 +63,15 @@ struct QueryGeoPerfTests {
             let hits = try fx.executor.count(className: "Bench", where: json(make(0)), identity: .master, on: fx.conn)
             let chosen = try GeoPlanner.choose(builder: b, order: order, limit: 20, skip: 0, on: fx.conn)
             print("\(name): ~\(hits) hits, planner picks \(chosen)")
+            var ridCPU: [UInt64] = []
+            for i in 0..<200 {
+                let c0 = threadCPUNanos()
+                let b = SelectBuilder(schema: schema, compiled: try QueryCompiler(schema: schema).compile(json(make(i))), acl: SelectBuilder.aclFilter(.anonymous))
+                _ = try GeoPlanner.newestByRid(builder: b, order: order, limit: 20, skip: 0, on: fx.conn)
+                ridCPU.append(threadCPUNanos() - c0)
+            }
+            ridCPU.sort()
+            print("  newestByRid (compile + count + rids + proof): CPU p50 \(ridCPU[100] / 1000) µs p99 \(ridCPU[198] / 1000) µs")
             for plan in [GeoPlan.rtreeJoin, .createdAtWalk, .rtreeSetScan, .rtreeSetWalk, .generic, nil] {
                 var cpu: [UInt64] = [], wall: [UInt64] = []
                 for i in 0..<(plan == .createdAtWalk && name.hasPrefix("W3s") ? 5 : 200) {

@@ -26,18 +26,20 @@ import MoonbaseSQLite
 enum GeoPlanner {
     /// c_walk / c_join for the adaptive choice, from the figures above.
     static let walkToJoinCostRatio = 2.0
+    /// c_walk / c_rid: a hit costs the rid plan ~0.17 µs (scan + top-K sort + exact test).
+    static let walkToRidCostRatio = 8.0
 
     /// The adaptive plan for `order` (nil order key = nearest first or unordered → R*Tree join).
     static func choose(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> GeoPlan {
         guard let geo = builder.compiled.geo, geo.boxes.count == 1 else { return .generic }
         guard order.count == 1, order[0].field == "createdAt" else { return .rtreeJoin }
-        return try manyHits(builder: builder, geo: geo, limit: limit, skip: skip, on: conn) ? .createdAtWalk : .rtreeJoin
+        return try manyHits(builder: builder, geo: geo, limit: limit, skip: skip, ratio: walkToJoinCostRatio, on: conn) ? .createdAtWalk : .rtreeJoin
     }
 
-    static func manyHits(builder: SelectBuilder, geo: GeoFilter, limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> Bool {
+    static func manyHits(builder: SelectBuilder, geo: GeoFilter, limit: Int, skip: Int, ratio: Double, on conn: Connection) throws(ParseError) -> Bool {
         let table = Naming.table(builder.schema.className)
         guard case .integer(let n)? = try conn.scalar("SELECT max(rid) FROM \(table)"), n > 0 else { return false }
-        let threshold = Int((Double(limit + skip) * Double(n) * walkToJoinCostRatio).squareRoot().rounded(.up))
+        let threshold = Int((Double(limit + skip) * Double(n) * ratio).squareRoot().rounded(.up))
         if threshold >= Int(n) { return false }
         let b = geo.boxes[0]
         let sql = "SELECT count(*) FROM (SELECT 1 FROM \(geo.rtree) WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ? LIMIT ?)"
@@ -47,29 +49,59 @@ enum GeoPlanner {
         return hits >= threshold
     }
 
+    /// How a find runs: a page of rids already found (`newestByRid`), or one SELECT plan.
+    enum Choice: Equatable {
+        case rids([Int64])
+        case select(GeoPlan)
+    }
+
+    /// Picks (and for `newestByRid`, runs) the plan, counting R*Tree hits at most once.
+    static func plan(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> Choice {
+        guard let geo = builder.compiled.geo, geo.boxes.count == 1 else { return .select(.generic) }
+        guard order.count == 1, order[0].field == "createdAt" else { return .select(.rtreeJoin) }
+        if order[0].descending {
+            if try manyHits(builder: builder, geo: geo, limit: limit, skip: skip, ratio: walkToRidCostRatio, on: conn) {
+                return .select(.createdAtWalk)
+            }
+            if let rids = try newestByRid(builder: builder, order: order, limit: limit, skip: skip, counted: true, on: conn) {
+                return .rids(rids)
+            }
+        }
+        return .select(try choose(builder: builder, order: order, limit: limit, skip: skip, on: conn))
+    }
+
     /// The page's rids in `-createdAt` order through the `newestByRid` plan, or nil when that plan
-    /// does not apply or cannot prove its page exact.
-    static func newestByRid(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> [Int64]? {
+    /// does not apply or cannot prove its page exact. `counted`: the caller already checked
+    /// that the hits are few.
+    static func newestByRid(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, counted: Bool = false,
+                            on conn: Connection) throws(ParseError) -> [Int64]? {
         guard let geo = builder.compiled.geo, geo.boxes.count == 1, order.count == 1, order[0].field == "createdAt",
               order[0].descending else { return nil }
-        if try manyHits(builder: builder, geo: geo, limit: limit, skip: skip, on: conn) { return nil }
+        if !counted, try manyHits(builder: builder, geo: geo, limit: limit, skip: skip, ratio: walkToRidCostRatio, on: conn) { return nil }
         let table = Naming.table(builder.schema.className)
         let b = geo.boxes[0]
         var conds = [QueryCompiler.Frag(builder.compiled.residualSQL, builder.compiled.residualBinds)]
         if let acl = builder.acl { conds.append(acl) }
         let w = QueryCompiler.and(conds)
-        // LIMIT -1 keeps the ordered subquery from being flattened into the join: it runs as a
-        // co-routine yielding ids newest-rid first, and the join stops after `want` rows.
+        // The LIMIT keeps the ordered subquery from being flattened into the join: it runs as a
+        // co-routine yielding ids newest-rid first, and the join stops after `want` rows. A
+        // small inner limit lets SQLite keep a top-K heap instead of sorting every hit; when
+        // the other filters drop too many rows, run again without it (LIMIT -1).
         let sql = """
             SELECT t.rid, t.createdAt FROM (SELECT r.id FROM \(geo.rtree) r WHERE r.maxLat >= ? AND r.minLat <= ? \
-            AND r.maxLng >= ? AND r.minLng <= ? AND \(geo.rtreeExactSQL) ORDER BY r.id DESC LIMIT -1) g \
+            AND r.maxLng >= ? AND r.minLng <= ? AND \(geo.rtreeExactSQL) ORDER BY r.id DESC LIMIT ?) g \
             CROSS JOIN \(table) t ON t.rid = g.id WHERE \(w.sql) LIMIT ?
             """
         let want = limit + skip
+        let innerLimit = want * 2 + 16
         var rows: [(rid: Int64, createdAt: Int64)] = []
         rows.reserveCapacity(want)
-        try conn.query(sql, [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + geo.rtreeExactBinds + w.binds + [.integer(Int64(want))]) { s in
-            rows.append((s.int64(0), s.int64(1)))
+        for inner in [innerLimit, -1] {
+            rows.removeAll(keepingCapacity: true)
+            let binds: [SQLiteValue] = [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + geo.rtreeExactBinds
+                + [.integer(Int64(inner))] + w.binds + [.integer(Int64(want))]
+            try conn.query(sql, binds) { s in rows.append((s.int64(0), s.int64(1))) }
+            if rows.count == want { break }
         }
         if rows.count == want, let minRid = rows.map(\.rid).min(), let minCreated = rows.map(\.createdAt).min() {
             let check = "SELECT 1 FROM \(table) WHERE createdAt > ? AND rid < ? LIMIT 1"

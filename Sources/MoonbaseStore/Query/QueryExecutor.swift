@@ -59,6 +59,7 @@ public struct QueryExecutor {
     /// the results. `afterFind` is the caller's choice: pass nil for master-key reads.
     /// - Throws: 102/105/111 for bad queries (see `QueryCompiler`), 1 for storage failures.
     public func find(_ q: FindQuery, identity: Identity, on conn: Connection, afterFind: AfterFindHook? = nil) throws(ParseError) -> FindResult {
+        try ProtectedFields.check(q.className, where: q.whereClause, order: q.order, identity: identity)
         guard let schema = try schemas.querySchema(q.className, on: conn) else {
             // Parse answers an empty list for a class that has no objects yet.
             _ = try QueryCompiler(schema: QuerySchema(className: q.className, fields: [:])).compile(q.whereClause)
@@ -76,11 +77,9 @@ public struct QueryExecutor {
             return FindResult(results: Array("[]".utf8), resultCount: 0, count: count)
         }
         let stmt: QueryCompiler.Frag
-        if let rids = try GeoPlanner.newestByRid(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn) {
-            stmt = SelectBuilder.byRids(builder.schema.className, rids)
-        } else {
-            let plan = try GeoPlanner.choose(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn)
-            stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
+        switch try GeoPlanner.plan(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn) {
+        case .rids(let rids): stmt = SelectBuilder.byRids(builder.schema.className, rids)
+        case .select(let plan): stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
         }
         let simple = q.include.isEmpty && q.keys == nil && afterFind == nil && RowSerializer.canSplice(q.className)
         if simple {
@@ -117,6 +116,7 @@ public struct QueryExecutor {
 
     /// Number of objects matching `where` that `identity` may read.
     public func count(className: String, where whereClause: JSONValue?, identity: Identity, on conn: Connection) throws(ParseError) -> Int {
+        try ProtectedFields.check(className, where: whereClause, identity: identity)
         guard let schema = try schemas.querySchema(className, on: conn) else { return 0 }
         let compiled = try QueryCompiler(schema: schema).compile(whereClause)
         let c = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity)).count()
@@ -128,6 +128,7 @@ public struct QueryExecutor {
     /// as Parse/Mongo do); missing and null values are left out.
     public func distinct(className: String, field: String, where whereClause: JSONValue?, identity: Identity,
                          on conn: Connection) throws(ParseError) -> [JSONValue] {
+        try ProtectedFields.check(className, where: whereClause, field: field, identity: identity)
         guard let schema = try schemas.querySchema(className, on: conn) else { return [] }
         let compiled = try QueryCompiler(schema: schema).compile(whereClause)
         let ref = try FieldRef(path: field, schema: schema)
