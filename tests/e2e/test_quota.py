@@ -282,3 +282,25 @@ def test_accounting_off_records_nothing(server_factory):
         assert admin_usage(s, by=by)["rows"] == []
     assert s.stop() == 0
     assert usage_cli(s.data)["rows"] == []
+
+
+def test_month_counter_is_the_same_after_restart_whatever_was_answered(server_factory):
+    """The month's count in memory and the one rebuilt from the usage rows after a restart agree,
+    whatever the requests were answered (refused at the door, not found, a bad body)."""
+    env = {"MOONBASE_QUOTA_MONTHLY_REQUESTS": "50"}
+    s = server_factory(env=env).start()
+    assert s.req("GET", "/parse/classes/Thing", headers={"X-Parse-Application-Id": "wrong"}).status_code == 403
+    assert s.req("GET", "/parse/classes/_JobStatus").status_code == 403
+    assert s.req("GET", "/parse/classes/Thing", headers={"X-Parse-Session-Token": "r:nope"}).status_code == 400
+    assert s.req("GET", "/parse/classes/Thing/nothing123").status_code == 404
+    assert s.req("POST", "/parse/classes/Thing", raw="{").status_code == 400
+    r = s.req("GET", "/parse/classes/Thing")
+    assert r.status_code == 200
+    remaining = int(r.headers["RateLimit-Remaining"])
+    assert s.stop() == 0
+    units = {row["key"]: row["units"] for row in usage_cli(s.data)["rows"]}["app"]
+    assert units == 50 - remaining, (units, remaining)
+
+    s2 = server_factory(env=env, data=s.data).start()
+    r = s2.req("GET", "/parse/classes/Thing")
+    assert r.status_code == 200 and int(r.headers["RateLimit-Remaining"]) == remaining - 1, r.headers

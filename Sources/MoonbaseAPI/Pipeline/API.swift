@@ -96,6 +96,13 @@ public final class API: HTTPHandler {
                 Log.error("\(http.method) \(http.path) failed: \(e.underlying ?? e.message)", requestId: http.requestId)
             }
         }
+        if charged && decision == nil {
+            // Authentication failed before the quota check. The request still costs its unit (it
+            // is recorded below), so count it toward the month as well, never refusing it: else
+            // the month's count rebuilt from the usage rows at the next start would differ from
+            // the one kept in memory.
+            _ = services.quota.check(account: account(req), function: nil, isMaster: true)
+        }
         // A refusal's error already carries the decision's headers (Retry-After included).
         if let d = decision, !refused { response.headers.append(contentsOf: d.headers.filter { $0.0 != "Retry-After" }) }
         response.headers.append(contentsOf: req.extraHeaders)
