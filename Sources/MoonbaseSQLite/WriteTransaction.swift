@@ -30,9 +30,13 @@ public final class WriteTransaction {
     public var depth: Int { savepointDepth }
 
     func runCommitHooks() {
-        let hooks = commitHooks
-        commitHooks = []
-        for h in hooks { h() }
+        // A hook may write (an after-trigger's own db.* writes), and those writes register hooks
+        // of their own on this transaction: run them too, in order, until none is left.
+        while !commitHooks.isEmpty {
+            let hooks = commitHooks
+            commitHooks = []
+            for h in hooks { h() }
+        }
     }
 
     /// A nested write: a savepoint that a failing `body` rolls back (only its own changes, its
