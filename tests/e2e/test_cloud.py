@@ -109,6 +109,17 @@ cloud.afterSave("Item", function(req)
   if req.object.name == "Explode" then error("afterSave exploded on purpose") end
 end)
 
+-- An after-trigger's own writes fire their after-triggers too.
+cloud.afterSave("Audit", function(req)
+  db.create("AuditTrail", {audit = req.object.objectId, item = req.object.item}, {master = true})
+end)
+
+cloud.define("createInTransaction", function(req)
+  local item
+  db.transaction(function() item = db.create("Item", {name = req.params.name}) end)
+  return item
+end)
+
 -- A cascade in beforeDelete that fails after deleting: everything must be rolled back.
 cloud.beforeDelete("Parent", function(req)
   local n = db.deleteWhere("Child", {parent = ptr("Parent", req.object.objectId)}, {master = true})
@@ -440,6 +451,29 @@ def test_after_save_runs_after_commit_and_its_error_is_logged(srv):
     while "afterSave exploded on purpose" not in srv.read_log() and time.time() < deadline:
         time.sleep(0.05)
     assert "afterSave exploded on purpose" in srv.read_log()
+
+
+def test_after_triggers_chain_inside_and_outside_transactions(srv):
+    r = srv.req("POST", "/parse/classes/Item", {"name": "Chain one"})
+    assert r.status_code == 201
+    oid = r.json()["objectId"]
+    assert count(srv, "Audit", {"item": oid}) == 1
+    assert count(srv, "AuditTrail", {"item": oid}) == 1
+
+    # In db.transaction the after-triggers wait for the commit, and so do the ones they fire.
+    r = srv.call("createInTransaction", {"name": "Chain two"})
+    assert r.status_code == 200, r.text
+    oid = r.json()["result"]["objectId"]
+    assert count(srv, "Audit", {"item": oid}) == 1
+    assert count(srv, "AuditTrail", {"item": oid}) == 1
+
+    # The same through a transactional batch.
+    r = srv.req("POST", "/parse/batch", {"transaction": True, "requests": [
+        {"method": "POST", "path": "/parse/classes/Item", "body": {"name": "Chain three"}}]})
+    assert r.status_code == 200, r.text
+    oid = r.json()[0]["success"]["objectId"]
+    assert count(srv, "Audit", {"item": oid}) == 1
+    assert count(srv, "AuditTrail", {"item": oid}) == 1
 
 
 def make_parent(srv, locked, children):
