@@ -71,6 +71,19 @@ public final class JobRun: Sendable {
         if let (f, m) = write { recorder.progress(runId: runId, fraction: f, message: m) }
     }
 
+    /// Writes what the throttle held back if `intervalMs` has passed since the last write (the
+    /// scheduler's timer calls this, so a held-back report does not wait for the next one).
+    func flushIfDue(now: Int64) {
+        let write: (Double?, String?)? = pending.withLock { p in
+            guard p.fraction != nil || p.message != nil else { return nil }
+            guard p.lastWrite == .min || now - p.lastWrite >= intervalMs else { return nil }
+            p.lastWrite = now
+            defer { p.fraction = nil; p.message = nil }
+            return (p.fraction, p.message)
+        }
+        if let (f, m) = write { recorder.progress(runId: runId, fraction: f, message: m) }
+    }
+
     /// Writes what the throttle held back (called before the run is closed).
     func flush() {
         let write: (Double?, String?)? = pending.withLock { p in

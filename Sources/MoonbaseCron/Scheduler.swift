@@ -146,10 +146,19 @@ public final class Scheduler: Sendable {
     /// The earliest next fire time of any schedule.
     public var nextFireTime: Int64? { state.withLock { s in s.slots.compactMap(\.next).min() } }
 
+    /// Writes the progress each running job reported but the throttle held back, once its
+    /// interval has passed: the latest report shows even while the job reports nothing more.
+    /// The timer thread calls it at least every `maxSleepMs`.
+    public func flushDueProgress(now: Int64) {
+        let runs = state.withLock { s in s.running.values.compactMap { $0.phase == .running ? $0.run : nil } }
+        for run in runs { run.flushIfDue(now: now) }
+    }
+
     private func timerLoop() {
         while true {
             if state.withLock({ $0.timerStop }) { return }
             tick(now: clock.nowMillis())
+            flushDueProgress(now: clock.nowMillis())
             var sleep = options.maxSleepMs
             if let next = nextFireTime { sleep = min(sleep, max(1, next - clock.nowMillis())) }
             wakeup.wait(timeoutMs: sleep)

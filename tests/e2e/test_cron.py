@@ -38,6 +38,15 @@ cloud.job("slow", function(req)
   return "slept"
 end)
 
+-- Reports twice at once, then works for params.ms without reporting.
+cloud.job("quiet", function(req)
+  req.progress(0.1, "first")
+  req.progress(0.2, "second")
+  local start = time.now()
+  while time.now() - start < (req.params.ms or 4000) do end
+  return "quiet done"
+end)
+
 cloud.job("tooslow", {timeoutMs = 300}, function(req)
   local n = 0
   while true do n = n + 1 end
@@ -168,6 +177,17 @@ def test_progress_visible_while_running_and_overlap_skipped(server_factory):
     # Once it is done, a new start runs again.
     row = wait_row(s, start_job(s, "slow", {"ms": 10}), finished)
     assert row["status"] == "succeeded", row
+
+
+def test_last_progress_is_written_while_the_job_keeps_working(server_factory):
+    """Progress writes are throttled (about one a second), but the latest report must not wait
+    for the job's next report or its end to become visible."""
+    s = jobs_server(server_factory)
+    rid = start_job(s, "quiet", {"ms": 4000})
+    row = wait_row(s, rid, lambda r: r["message"] == "second" or finished(r), timeout=3.5)
+    assert row["status"] == "running" and row["progress"] == 0.2, row
+    row = wait_row(s, rid, finished, timeout=20)
+    assert row["status"] == "succeeded" and row["message"] == "quiet done", row
 
 
 def test_failed_runs(server_factory):

@@ -304,3 +304,37 @@ def test_month_counter_is_the_same_after_restart_whatever_was_answered(server_fa
     s2 = server_factory(env=env, data=s.data).start()
     r = s2.req("GET", "/parse/classes/Thing")
     assert r.status_code == 200 and int(r.headers["RateLimit-Remaining"]) == remaining - 1, r.headers
+
+
+def test_serve_flags_set_the_limits(server_factory):
+    s = server_factory(args=["--quota-monthly-requests", "3", "--rate-limit-per-minute", "100"]).start()
+    away_from_minute_edge(margin=5)
+    for i in range(3):
+        r = s.req("GET", "/parse/classes/Thing")
+        assert r.status_code == 200, r.text
+        # The tightest limit is described: the month's 3, not the minute's 100.
+        assert r.headers["RateLimit-Limit"] == "3" and r.headers["RateLimit-Remaining"] == str(2 - i), r.headers
+    r = s.req("GET", "/parse/classes/Thing")
+    assert r.status_code == 429 and r.json()["code"] == 155 and int(r.headers["Retry-After"]) > 60, r.headers
+
+    s = server_factory(args=["--rate-limit-per-minute", "2"]).start()
+    away_from_minute_edge(margin=5)
+    codes = [s.req("GET", "/parse/classes/Thing").status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+
+
+def test_usage_range_by_instants(server_factory):
+    def this_hour():
+        return datetime.datetime.now(datetime.timezone.utc).replace(minute=0, second=0, microsecond=0)
+
+    s = server_factory().start()
+    hour = this_hour()
+    assert s.req("GET", "/parse/classes/Thing").status_code == 200
+    frm, to = hour.strftime("%Y-%m-%dT%H:%M:%S.000Z"), (hour + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    rep = admin_usage(s, by="hour", **{"from": frm, "to": to})
+    assert rep["from"] == frm and rep["to"].startswith(to[:-1]), rep
+    if this_hour() == hour:   # the request and the report fell in the same hour
+        assert [r["key"] for r in rep["rows"]] == [frm] and rep["rows"][0]["units"] == 1, rep
+    earlier = admin_usage(s, by="hour", **{"from": (hour - datetime.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                                            "to": frm})
+    assert earlier["rows"] == [], earlier
