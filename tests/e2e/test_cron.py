@@ -9,6 +9,7 @@ import re
 import subprocess
 import tempfile
 import time
+from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
@@ -355,3 +356,56 @@ def test_every_minute_schedule_fires(server_factory):
     assert [t["from"] for t in r.json()["results"]] == ["cron"]
     r = s.req("GET", "/admin/jobs", master=True)
     assert r.json()["schedules"][0]["lastRun"]["objectId"] == row["objectId"]
+
+
+def test_reboot_schedule_and_hot_reload_of_the_cron_folder(server_factory):
+    s = server_factory(functions={"jobs.lua": JOBS_LUA}, cron={"boot.cron": '@reboot tick {"from": "reboot"}\n'}).start()
+    where = json.dumps({"jobName": "tick", "source": "cron"})
+
+    def reboot_rows(server, n):
+        deadline = time.time() + 20
+        rows = []
+        while time.time() < deadline:
+            rows = server.req("GET", "/parse/classes/_JobStatus", params={"where": where}, master=True).json()["results"]
+            if len(rows) >= n and all(r["status"] != "running" for r in rows):
+                return rows
+            time.sleep(0.05)
+        raise AssertionError(f"expected {n} @reboot runs, got {rows}")
+
+    [row] = reboot_rows(s, 1)
+    assert row["status"] == "succeeded" and row["params"] == {"from": "reboot"}, row
+    [sch] = s.req("GET", "/admin/jobs", master=True).json()["schedules"]
+    assert sch["schedule"] == "@reboot" and sch["next"] == [], sch
+
+    def schedules():
+        return [x["schedule"] for x in s.req("GET", "/admin/jobs", master=True).json()["schedules"]]
+
+    def wait_for(pred, what):
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            if pred():
+                return
+            time.sleep(0.1)
+        raise AssertionError(what + ": " + s.read_log()[-1500:])
+
+    # A file naming an undefined job is refused as a whole; the loaded schedules stay.
+    with open(os.path.join(s.cron, "bad.cron"), "w") as f:
+        f.write("0 * * * * nosuchjob\n")
+    wait_for(lambda: "nosuchjob" in s.read_log(), "the bad cron file was not reported")
+    assert "bad.cron:1" in s.read_log()
+    assert schedules() == ["@reboot"]
+    os.remove(os.path.join(s.cron, "bad.cron"))
+    with open(os.path.join(s.cron, "more.cron"), "w") as f:
+        f.write("CRON_TZ=Europe/Paris\n30 4 * * 1-5 quick {\"n\": 1}\n")
+    wait_for(lambda: len(schedules()) == 2, "the new cron file was not loaded")
+    sch = [x for x in s.req("GET", "/admin/jobs", master=True).json()["schedules"] if x["job"] == "quick"][0]
+    assert sch["timeZone"] == "Europe/Paris" and sch["schedule"] == "30 4 * * 1-5", sch
+    for t in sch["next"]:
+        local = iso_ms(t).astimezone(ZoneInfo("Europe/Paris"))
+        assert (local.hour, local.minute) == (4, 30) and local.weekday() < 5, t
+
+    # @reboot runs once per start.
+    assert s.stop() == 0
+    s2 = server_factory(functions={"jobs.lua": JOBS_LUA}, cron={"boot.cron": '@reboot tick {"from": "reboot"}\n'},
+                        data=s.data).start()
+    assert len(reboot_rows(s2, 2)) == 2
