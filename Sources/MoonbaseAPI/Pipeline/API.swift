@@ -78,14 +78,25 @@ public final class API: HTTPHandler {
                     throw e
                 }
             }
-            if http.method != "GET", let rid = http.header("x-parse-request-id"), !rid.isEmpty {
-                if try !services.store.recordRequestId(rid) {
-                    charged = false
-                    if let d = decision { services.quota.refund(d) }
-                    throw ParseError(.duplicateRequest, "Duplicate request")
-                }
+            var requestId: String?
+            if http.method != "GET", let rid = http.header("x-parse-request-id"), !rid.isEmpty { requestId = rid }
+            func duplicate() -> ParseError {
+                charged = false
+                if let d = decision { services.quota.refund(d) }
+                return ParseError(.duplicateRequest, "Duplicate request")
             }
-            response = try endpoint.body(req)
+            if let rid = requestId, API.atomicRetryEndpoints.contains(endpoint.name) {
+                // The id and the write commit together: a request that fails (or dies with the
+                // process) leaves no id behind, so its retry is applied; one that was applied is
+                // never applied twice.
+                response = try services.store.write { (_) throws(ParseError) -> HTTPResponse in
+                    guard try services.store.recordRequestId(rid) else { throw duplicate() }
+                    return try endpoint.body(req)
+                }
+            } else {
+                if let rid = requestId, try !services.store.recordRequestId(rid) { throw duplicate() }
+                response = try endpoint.body(req)
+            }
         } catch let e {
             if e.code.rawValue == 0 {
                 response = .json(e.httpStatus, Array(#"{"error":"unauthorized"}"#.utf8))
@@ -185,6 +196,11 @@ public final class API: HTTPHandler {
         }
         return nil
     }
+
+    /// Object writes whose `X-Parse-Request-Id` is recorded in the write's own transaction.
+    /// (Functions, users, files and jobs keep recording it first: running them inside the
+    /// writer's transaction would hold the single writer for a whole Lua call or a hash.)
+    static let atomicRetryEndpoints: Set<String> = ["classes.create", "classes.update", "classes.delete", "batch"]
 
     /// Parse's exact answer for a bad application id or REST key: 403 without a code.
     /// Marked by code 0, which `handle` renders without a code.
