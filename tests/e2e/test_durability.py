@@ -30,7 +30,8 @@ class Load:
         self.counter_id = counter_id
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.acked = {}            # objectId -> (worker, seq)
+        self.acked = {}            # objectId -> (worker, seq, payload length)
+        self.unanswered = []       # (request id, body) of inserts that got no answer
         self.batches = []          # (batch tag, acknowledged?)
         self.inc_acked = 0
         self.inc_attempted = 0
@@ -54,10 +55,14 @@ class Load:
         seq = 0
         while not self.stop.is_set():
             seq += 1
-            body = {"cycle": self.cycle, "worker": worker, "seq": seq, "payload": "p" * random.randint(1, 300)}
+            rid = f"c{self.cycle}w{worker}s{seq}"
+            body = {"cycle": self.cycle, "worker": worker, "seq": seq, "rid": rid, "payload": "p" * random.randint(1, 300)}
             try:
-                r = s.post(self.url + "/parse/classes/Durable", data=json.dumps(body), headers=HEADERS, timeout=10)
+                r = s.post(self.url + "/parse/classes/Durable", data=json.dumps(body),
+                           headers=dict(HEADERS, **{"X-Parse-Request-Id": rid}), timeout=10)
             except requests.RequestException:
+                with self.lock:
+                    self.unanswered.append((rid, body))
                 time.sleep(0.01)
                 continue
             if r.status_code == 201:
@@ -121,6 +126,14 @@ def verify(server, load, counter_before):
     for oid, (worker, seq, plen) in load.acked.items():
         o = stored[oid]
         assert (o["worker"], o["seq"], len(o["payload"])) == (worker, seq, plen), o
+    # A client retrying an insert that got no answer, with the same X-Parse-Request-Id, finds it
+    # applied exactly once: 159 if it had committed (and then it is there), else 201 now.
+    for rid, body in load.unanswered:
+        r = server.req("POST", "/parse/classes/Durable", body, headers={"X-Parse-Request-Id": rid})
+        assert r.status_code in (201, 400) and (r.status_code == 201 or r.json()["code"] == 159), r.text
+        n = server.req("GET", "/parse/classes/Durable", master=True,
+                       params={"where": json.dumps({"rid": rid}), "count": "1", "limit": "0"}).json()["count"]
+        assert n == 1, f"retried insert {rid} ({r.status_code}) is there {n} times"
     # Nothing half-written: every stored row (acknowledged or not) is whole.
     for o in stored.values():
         assert {"cycle", "worker", "seq", "payload"} <= set(o), o
@@ -170,7 +183,7 @@ def test_kill9_mid_load_loses_no_acknowledged_write(server_factory):
     for cycle in range(CYCLES):
         load, counter, stored, _ = run_cycle(server, cycle, counter_id, counter, "kill", random.uniform(0.8, 1.6))
         total_acked += len(load.acked)
-        print(f"cycle {cycle}: acked {len(load.acked)} stored {stored} batches {sum(ok for _, ok in load.batches)}/{len(load.batches)} inc {load.inc_acked}/{load.inc_attempted} counter {counter}")
+        print(f"cycle {cycle}: acked {len(load.acked)} unanswered {len(load.unanswered)} stored {stored} batches {sum(ok for _, ok in load.batches)}/{len(load.batches)} inc {load.inc_acked}/{load.inc_attempted} counter {counter}")
         assert stored >= len(load.acked)
     assert total_acked > 100
     # Earlier cycles are still whole after the later crashes.

@@ -373,3 +373,29 @@ def test_request_id_retry_is_applied_once(srv):
     r3 = srv.req("POST", f"/parse/classes/{c}", {"name": "twice"}, headers={"X-Parse-Request-Id": uuid.uuid4().hex})
     assert r3.status_code == 201
     assert find(srv, c, limit="0", count="1")["count"] == 2
+
+
+def test_request_id_of_a_failed_request_is_not_burnt(srv):
+    """A request that failed was not applied: its retry (same id) is applied, not answered 159."""
+    c = cls("RetryFail")
+    assert srv.req("PUT", f"/parse/schemas/{c}", {"indexes": {"u": {"fields": {"slug": 1}, "unique": True}}},
+                   master=True).status_code == 200
+    blocker = create(srv, c, {"slug": "taken"})
+    rid = uuid.uuid4().hex
+    r = srv.req("POST", f"/parse/classes/{c}", {"slug": "taken", "v": 1}, headers={"X-Parse-Request-Id": rid})
+    assert err(r) == (400, 137)
+    srv.req("DELETE", f"/parse/classes/{c}/{blocker}")
+    r = srv.req("POST", f"/parse/classes/{c}", {"slug": "taken", "v": 1}, headers={"X-Parse-Request-Id": rid})
+    assert r.status_code == 201, r.text
+    assert err(srv.req("POST", f"/parse/classes/{c}", {"slug": "taken", "v": 1}, headers={"X-Parse-Request-Id": rid})) == (400, 159)
+    assert find(srv, c, limit="0", count="1")["count"] == 1
+    # The same for a transactional batch that failed as a whole.
+    rid = uuid.uuid4().hex
+    batch = {"transaction": True, "requests": [{"method": "POST", "path": f"/classes/{c}", "body": {"slug": "b1"}},
+                                               {"method": "POST", "path": f"/classes/{c}", "body": {"slug": "taken"}}]}
+    assert err(srv.req("POST", "/parse/batch", batch, headers={"X-Parse-Request-Id": rid})) == (400, 137)
+    batch["requests"][1]["body"]["slug"] = "b2"
+    r = srv.req("POST", "/parse/batch", batch, headers={"X-Parse-Request-Id": rid})
+    assert r.status_code == 200 and all("success" in x for x in r.json()), r.text
+    assert err(srv.req("POST", "/parse/batch", batch, headers={"X-Parse-Request-Id": rid})) == (400, 159)
+    assert find(srv, c, limit="0", count="1")["count"] == 3
