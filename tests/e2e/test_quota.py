@@ -338,3 +338,20 @@ def test_usage_range_by_instants(server_factory):
     earlier = admin_usage(s, by="hour", **{"from": (hour - datetime.timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
                                             "to": frm})
     assert earlier["rows"] == [], earlier
+
+
+def test_usage_is_flushed_to_sqlite_while_serving(server_factory):
+    """Counters are flushed at least every second: `moonbase usage` on the live data dir sees
+    them without a stop (WAL lets the CLI read beside the server)."""
+    s = server_factory().start()
+    for _ in range(5):
+        assert s.req("GET", "/parse/classes/Thing").status_code == 200
+    t0 = time.time()
+    rows = {}
+    while time.time() - t0 < 10:
+        rows = rows_by_key(usage_cli(s.data))
+        if rows.get("app", {}).get("units") == 5:
+            break
+        time.sleep(0.1)
+    assert rows["app"]["units"] == 5, rows
+    assert time.time() - t0 < 5, "usage took more than a few seconds to reach SQLite"
