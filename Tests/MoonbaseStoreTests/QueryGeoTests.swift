@@ -107,7 +107,7 @@ import Testing
                     try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
                     results.append(ids)
                 }
-                if let rids = try GeoPlanner.newestByRid(builder: b, order: [SortKey(field: "createdAt", descending: true)], limit: 20, skip: 3, on: fx.conn) {
+                if let rids = try GeoPlanner.newestByRid(builder: b, limit: 20, skip: 3, on: fx.conn) {
                     let s = SelectBuilder.byRids("P", rids)
                     var ids: [String] = []
                     try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
@@ -131,8 +131,7 @@ import Testing
         let order = [SortKey(field: "createdAt", descending: true)]
         func page() throws -> ([Int64]?, [String]) {
             let b = SelectBuilder(schema: schema, compiled: try QueryCompiler(schema: schema).compile(w), acl: nil)
-            // limit 50 keeps the ~165 hits under the walk threshold (√(50 × 300 × 2) ≈ 173).
-            let rids = try GeoPlanner.newestByRid(builder: b, order: order, limit: 50, skip: 0, on: fx.conn)
+            let rids = try GeoPlanner.newestByRid(builder: b, limit: 50, skip: 0, on: fx.conn)
             return (rids, try fx.ids("P", w, order: "-createdAt", limit: 50))
         }
         let (rids, ids) = try page()
@@ -144,6 +143,33 @@ import Testing
         #expect(rids2 == nil)
         #expect(ids2 == ids)
         #expect(try fx.ids("P", w, order: "createdAt", limit: 1) == ["late"])
+    }
+
+    /// The planner follows the cost model: few hits → R*Tree join, more → rid plan, most → walk.
+    @Test func plannerChoices() throws {
+        let fx = try QueryFixture()
+        try fx.createClass("P", fields: ["loc": FieldInfo(type: .geoPoint)])
+        var rng = SeededGenerator(seed: 9)
+        for k in 0..<4000 {
+            try fx.insert("P", ["loc": geoPoint(40 + Double.random(in: 0..<1, using: &rng), -74 + Double.random(in: 0..<1, using: &rng))],
+                          createdAt: 1_700_000_000_000 + Int64(k) * 1000)
+        }
+        let schema = fx.schemas["P"]!
+        func choice(_ size: Double, _ order: String) throws -> String {
+            let w = json(#"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.1,"longitude":-73.9},{"__type":"GeoPoint","latitude":\#(40.1 + size),"longitude":\#(-73.9 + size)}]}}}"#)
+            let b = SelectBuilder(schema: schema, compiled: try QueryCompiler(schema: schema).compile(w), acl: nil)
+            let desc = order.hasPrefix("-")
+            switch try GeoPlanner.plan(builder: b, order: [SortKey(field: "createdAt", descending: desc)], limit: 10, skip: 0, on: fx.conn) {
+            case .rids: return "rids"
+            case .select(let p): return "\(p)"
+            }
+        }
+        // K·N = 40,000: rid plan from √1,400 ≈ 37 hits, walk from √312,000 ≈ 559 hits.
+        #expect(try choice(0.05, "-createdAt") == "rtreeJoin")   // ~10 hits
+        #expect(try choice(0.2, "-createdAt") == "rids")         // ~160 hits
+        #expect(try choice(0.8, "-createdAt") == "createdAtWalk") // ~2,560 hits
+        #expect(try choice(0.2, "createdAt") == "rtreeJoin")     // √66,000 ≈ 257 > 160
+        #expect(try choice(0.8, "createdAt") == "createdAtWalk")
     }
 }
 

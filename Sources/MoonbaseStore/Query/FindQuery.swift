@@ -104,7 +104,8 @@ public struct FindQuery: Sendable {
         case nil, .null?: count = false
         case .bool(let b)?: count = b
         case .int(let i)?: count = i != 0
-        case .string(let s)?: count = s == "1" || s == "true"
+        case .string(let s)? where ["1", "true"].contains(s): count = true
+        case .string(let s)? where ["0", "false", ""].contains(s): count = false
         default: throw ParseError(.invalidQuery, "count must be 1 or true")
         }
     }

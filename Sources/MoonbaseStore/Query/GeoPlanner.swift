@@ -1,53 +1,35 @@
 import MoonbaseCore
 import MoonbaseSQLite
 
-/// Chooses how to drive a query with a top-level geo constraint.
+/// Chooses how to drive a query with a top-level geo constraint, from a capped count of R*Tree
+/// hits and the table size.
 ///
 /// Newest-first within an area (`order=-createdAt`) is the hot case (W3, W5). Measured per-row
-/// costs (thread CPU, 100k posts, 2-core shared machine, debug test build; SQLite is the system
-/// release library):
-/// - an R*Tree candidate: ~0.07 µs to scan, ~0.75 µs more to join its row (a rowid seek), so
-///   the plain R*Tree join for a 0.1° box (~1,000 hits) costs ~1.1 ms;
-/// - a row walked on the createdAt index and tested against its R*Tree entry: ~1.35 µs.
+/// costs (thread CPU, 2-core shared machine; SQLite is the system release library):
+/// - c_join ≈ 0.8 µs: an R*Tree hit scanned (~0.07 µs) and its row joined (a rowid seek);
+/// - c_rid ≈ 0.17 µs: an R*Tree hit scanned, exact-tested and kept in a top-K heap by id;
+/// - c_walk ≈ 1.35 µs: a row walked on the createdAt index and tested against its R*Tree entry;
+/// - c_idx ≈ 0.022 µs: a createdAt index entry scanned without a row seek.
+/// With K = limit + skip, N rows and h hits (points spread evenly in time):
+/// - `rtreeJoin` costs h × c_join;
+/// - `newestByRid` costs h × c_rid + K × N / h × c_idx. Rows are inserted in time order, so
+///   rid order is createdAt order for nearly every table: the K highest-rid hits passing the
+///   other filters are the page, proven exact by checking that no row has
+///   `rid < min(rid)` and `createdAt > min(createdAt)` of the page (a createdAt index range).
+///   If the proof fails (out-of-order timestamps) the R*Tree join answers instead;
+/// - `createdAtWalk` costs K × N / h × c_walk.
+/// Hence: walk when h² ≥ K·N·c_walk/c_rid (≈ 7.8·K·N), rid plan when h² ≥ K·N·c_idx/(c_join − c_rid)
+/// (≈ 0.035·K·N), R*Tree join below. The count stops at the walk threshold
+/// (`SELECT count(*) FROM (SELECT 1 … LIMIT T)`); N is `max(rid)`, an O(log n) bound.
 ///
-/// Plans, cheapest first where they apply:
-/// - `newestByRid` (order exactly `-createdAt`, few hits): rows are inserted in time order, so
-///   rid order is createdAt order for nearly every table. Take the R*Tree hits sorted by id
-///   (inside SQLite, no row seeks), join only until `limit + skip` rows pass the other filters,
-///   then prove the page exact: no row anywhere has `rid < min(rid)` and
-///   `createdAt > min(createdAt)` of the page (a short createdAt-index range, no seeks). If
-///   that fails (out-of-order timestamps) the adaptive plans below run instead. W3 0.1°:
-///   ~0.2 ms instead of ~1.1 ms.
-/// - `createdAtWalk` (many hits): cost ≈ (limit + skip) × N / hits × c_walk.
-/// - `rtreeJoin` (few hits, or any other order): cost ≈ hits × c_join.
-/// The walk wins when hits² > (limit + skip) × N × c_walk / c_join; the planner counts R*Tree
-/// hits up to that threshold (`SELECT count(*) FROM (SELECT 1 … LIMIT T)`: it stops at T) and
-/// picks. N is `max(rid)`, an O(log n) upper bound of the row count.
+/// Figures (CPU per query, p50, debug test build, whole `find` incl. JSON; QueryGeoPerfTests):
+/// 100k posts: W3 0.1° box (~1,000 hits) 0.50 ms (plain R*Tree join: 1.1 ms), W3s 0.01° box
+/// (~10 hits) 0.09 ms, W5 5-mile circle (~2,100 hits) 1.25 ms. 1M posts: W3 (~10,000 hits)
+/// 2.8 ms, W3s (~90 hits) 0.3 ms, W5 (~21,000 hits, walk) 3.0 ms (p99 5.3 ms CPU).
 enum GeoPlanner {
-    /// c_walk / c_join for the adaptive choice, from the figures above.
-    static let walkToJoinCostRatio = 2.0
-    /// c_walk / c_rid: a hit costs the rid plan ~0.17 µs (scan + top-K sort + exact test).
-    static let walkToRidCostRatio = 8.0
-
-    /// The adaptive plan for `order` (nil order key = nearest first or unordered → R*Tree join).
-    static func choose(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> GeoPlan {
-        guard let geo = builder.compiled.geo, geo.boxes.count == 1 else { return .generic }
-        guard order.count == 1, order[0].field == "createdAt" else { return .rtreeJoin }
-        return try manyHits(builder: builder, geo: geo, limit: limit, skip: skip, ratio: walkToJoinCostRatio, on: conn) ? .createdAtWalk : .rtreeJoin
-    }
-
-    static func manyHits(builder: SelectBuilder, geo: GeoFilter, limit: Int, skip: Int, ratio: Double, on conn: Connection) throws(ParseError) -> Bool {
-        let table = Naming.table(builder.schema.className)
-        guard case .integer(let n)? = try conn.scalar("SELECT max(rid) FROM \(table)"), n > 0 else { return false }
-        let threshold = Int((Double(limit + skip) * Double(n) * ratio).squareRoot().rounded(.up))
-        if threshold >= Int(n) { return false }
-        let b = geo.boxes[0]
-        let sql = "SELECT count(*) FROM (SELECT 1 FROM \(geo.rtree) WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ? LIMIT ?)"
-        guard case .integer(let hits)? = try conn.scalar(sql, [.real(b.south), .real(b.north), .real(b.west), .real(b.east), .integer(Int64(threshold))]) else {
-            return false
-        }
-        return hits >= threshold
-    }
+    static let walkOverRid = 7.8
+    static let ridOverJoin = 0.035
+    static let walkOverJoin = 1.65
 
     /// How a find runs: a page of rids already found (`newestByRid`), or one SELECT plan.
     enum Choice: Equatable {
@@ -59,25 +41,36 @@ enum GeoPlanner {
     static func plan(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> Choice {
         guard let geo = builder.compiled.geo, geo.boxes.count == 1 else { return .select(.generic) }
         guard order.count == 1, order[0].field == "createdAt" else { return .select(.rtreeJoin) }
-        if order[0].descending {
-            if try manyHits(builder: builder, geo: geo, limit: limit, skip: skip, ratio: walkToRidCostRatio, on: conn) {
-                return .select(.createdAtWalk)
-            }
-            if let rids = try newestByRid(builder: builder, order: order, limit: limit, skip: skip, counted: true, on: conn) {
-                return .rids(rids)
-            }
+        let k = Double(limit + skip)
+        guard let (hits, n) = try countHits(builder: builder, geo: geo, cap: { n in k * n * (order[0].descending ? walkOverRid : walkOverJoin) }, on: conn) else {
+            return .select(.rtreeJoin)
         }
-        return .select(try choose(builder: builder, order: order, limit: limit, skip: skip, on: conn))
+        let walkAt = (k * n * (order[0].descending ? walkOverRid : walkOverJoin)).squareRoot()
+        if Double(hits) >= walkAt { return .select(.createdAtWalk) }
+        if order[0].descending, Double(hits) >= (k * n * ridOverJoin).squareRoot(),
+           let rids = try newestByRid(builder: builder, limit: limit, skip: skip, on: conn) {
+            return .rids(rids)
+        }
+        return .select(.rtreeJoin)
     }
 
-    /// The page's rids in `-createdAt` order through the `newestByRid` plan, or nil when that plan
-    /// does not apply or cannot prove its page exact. `counted`: the caller already checked
-    /// that the hits are few.
-    static func newestByRid(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, counted: Bool = false,
-                            on conn: Connection) throws(ParseError) -> [Int64]? {
-        guard let geo = builder.compiled.geo, geo.boxes.count == 1, order.count == 1, order[0].field == "createdAt",
-              order[0].descending else { return nil }
-        if !counted, try manyHits(builder: builder, geo: geo, limit: limit, skip: skip, ratio: walkToRidCostRatio, on: conn) { return nil }
+    /// R*Tree hits of the filter's box, counted up to `√cap(N)`, and N; nil for an empty table.
+    static func countHits(builder: SelectBuilder, geo: GeoFilter, cap: (Double) -> Double, on conn: Connection) throws(ParseError) -> (Int64, Double)? {
+        let table = Naming.table(builder.schema.className)
+        guard case .integer(let n)? = try conn.scalar("SELECT max(rid) FROM \(table)"), n > 0 else { return nil }
+        let threshold = Int64(cap(Double(n)).squareRoot().rounded(.up)) + 1
+        let b = geo.boxes[0]
+        let sql = "SELECT count(*) FROM (SELECT 1 FROM \(geo.rtree) WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ? LIMIT ?)"
+        guard case .integer(let hits)? = try conn.scalar(sql, [.real(b.south), .real(b.north), .real(b.west), .real(b.east), .integer(threshold)]) else {
+            return nil
+        }
+        return (hits, Double(n))
+    }
+
+    /// The page's rids, newest first, through the rid-ordered plan; nil when the page cannot be
+    /// proven exact. Requires a single-box top-level geo filter and `order=-createdAt`.
+    static func newestByRid(builder: SelectBuilder, limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> [Int64]? {
+        guard let geo = builder.compiled.geo, geo.boxes.count == 1 else { return nil }
         let table = Naming.table(builder.schema.className)
         let b = geo.boxes[0]
         var conds = [QueryCompiler.Frag(builder.compiled.residualSQL, builder.compiled.residualBinds)]
@@ -93,10 +86,9 @@ enum GeoPlanner {
             CROSS JOIN \(table) t ON t.rid = g.id WHERE \(w.sql) LIMIT ?
             """
         let want = limit + skip
-        let innerLimit = want * 2 + 16
         var rows: [(rid: Int64, createdAt: Int64)] = []
         rows.reserveCapacity(want)
-        for inner in [innerLimit, -1] {
+        for inner in [want * 2 + 16, -1] {
             rows.removeAll(keepingCapacity: true)
             let binds: [SQLiteValue] = [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + geo.rtreeExactBinds
                 + [.integer(Int64(inner))] + w.binds + [.integer(Int64(want))]

@@ -6,7 +6,8 @@ import MoonbaseSQLite
 ///
 /// Paths are dotted (`post.author`), at most 3 levels; a longer path implies its prefixes.
 /// Pointers are fetched per class in batches with the reader's ACL filter, so a pointer the
-/// reader may not see (or that dangles) stays a Pointer. `afterFind` runs on each included
+/// reader may not see (or that dangles, or whose class the reader may not `get`: class-level
+/// permissions, master-only system classes) stays a Pointer. `afterFind` runs on each included
 /// class's objects. Arrays of pointers are expanded element by element.
 struct IncludeExpander {
     let schemas: any QuerySchemaSource
@@ -84,7 +85,8 @@ struct IncludeExpander {
     }
 
     private func fetch(_ className: String, _ ids: [String]) throws(ParseError) -> [JSONObject] {
-        guard Naming.isValidClassName(className), let schema = try schemas.querySchema(className, on: conn) else { return [] }
+        guard Naming.isValidClassName(className), schemas.allowsGet(className, identity: identity),
+              let schema = try schemas.querySchema(className, on: conn) else { return [] }
         var out: [JSONObject] = []
         var start = 0
         while start < ids.count {

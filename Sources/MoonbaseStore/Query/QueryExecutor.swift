@@ -6,6 +6,16 @@ import MoonbaseSQLite
 public protocol QuerySchemaSource {
     /// The class's query schema, or nil when the class does not exist (no table yet).
     func querySchema(_ className: String, on conn: Connection) throws(ParseError) -> QuerySchema?
+    /// Whether `identity` may fetch objects of `className` by id (its class-level `get`
+    /// permission); `include` leaves pointers into classes it may not as Pointers.
+    func allowsGet(_ className: String, identity: Identity) -> Bool
+}
+
+extension QuerySchemaSource {
+    /// Without class-level permissions: only the master-only system classes are refused.
+    public func allowsGet(_ className: String, identity: Identity) -> Bool {
+        identity.isMaster || !ClassPermissions.masterOnlyClasses.contains(className)
+    }
 }
 
 /// Lua/REST `afterFind`: may edit or drop objects of a class before they are returned.
