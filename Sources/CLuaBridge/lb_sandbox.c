@@ -64,9 +64,22 @@ static int sb_pcall(lua_State *L) {
     return lua_gettop(L);
 }
 
+/* The message handler xpcall installs: a kill is raised from inside a hook, where hooks are
+ * off, so the script's handler must not run then (it could spin forever unkillable). */
+static int xpcall_handler(lua_State *L) {
+    if (lb_from(L)->killed) return 1;
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 1);
+    return 1;
+}
+
 static int sb_xpcall(lua_State *L) {
     int n = lua_gettop(L);
     luaL_checktype(L, 2, LUA_TFUNCTION);
+    lua_pushvalue(L, 2);
+    lua_pushcclosure(L, xpcall_handler, 1);
+    lua_replace(L, 2);
     lua_pushvalue(L, 1);
     lua_copy(L, 2, 1);
     lua_replace(L, 2);           /* [handler, f, args...] */
