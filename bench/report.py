@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Summarises one `bench/run.sh` run (bench/results/<timestamp>/) as Markdown: Moonbase next to
+PocketBase per workload (median run by req/s, as shared/peers/bench.sh picks it), the ratios, the
+budgets of DESIGN §9 and whether each is met.
+
+usage: report.py RESULT_DIR                    -> the summary on stdout
+       report.py RESULT_DIR --update FILE.md   -> replaces the part of FILE.md between
+                                                  <!-- bench:begin --> and <!-- bench:end -->
+"""
+import csv
+import json
+import os
+import sys
+
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
+
+
+def runs(path):
+    """workload -> list of run dicts (numbers parsed) from a bench.sh-style runs.tsv."""
+    out = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for r in csv.DictReader(f, delimiter="\t"):
+            for k in ("req_s", "p50_ms", "p99_ms", "server_cpu_us_per_req", "other_cpu_pct", "requests", "non2xx"):
+                try:
+                    r[k] = float(r[k])
+                except (TypeError, ValueError):
+                    r[k] = None
+            out.setdefault(r["workload"], []).append(r)
+    return out
+
+
+def median(rs):
+    """The median run by req/s (a real run when the count is odd), with min/max req/s."""
+    if not rs:
+        return None
+    s = sorted(rs, key=lambda r: r["req_s"] or 0)
+    m = dict(s[(len(s) - 1) // 2])
+    m["min"], m["max"], m["n"] = s[0]["req_s"], s[-1]["req_s"], len(s)
+    return m
+
+
+def fmt(v, nd=0):
+    if v is None:
+        return "–"
+    return f"{v:,.{nd}f}"
+
+
+def ratio(a, b):
+    return None if not a or not b else a / b
+
+
+def yes(ok):
+    return "–" if ok is None else ("**met**" if ok else "**missed**")
+
+
+def main():
+    d = sys.argv[1]
+    mb, pb = runs(f"{d}/moonbase/runs.tsv"), runs(f"{d}/pocketbase/runs.tsv")
+    M = {w: median(rs) for w, rs in mb.items()}
+    P = {w: median(rs) for w, rs in pb.items()}
+    env = open(f"{d}/env.txt").read() if os.path.exists(f"{d}/env.txt") else ""
+    lines = []
+    add = lines.append
+
+    def best(*ws):
+        c = [P[w] for w in ws if P.get(w)]
+        return max(c, key=lambda r: r["req_s"] or 0) if c else None
+
+    add(f"Run `{os.path.basename(d.rstrip('/'))}` (raw files: `bench/results/{os.path.basename(d.rstrip('/'))}/`).")
+    add("")
+    add("```")
+    add(env.strip())
+    add("```")
+    add("")
+    add("### Moonbase vs PocketBase (same run, median of the runs by req/s)")
+    add("")
+    add("| workload | Moonbase req/s (min–max) | p50 / p99 ms | CPU µs/req | PocketBase req/s | p99 ms | CPU µs/req "
+        "| ratio req/s | ratio CPU/req | budget (DESIGN §9) | |")
+    add("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def row(name, mw, pr, budget, ok, pname=""):
+        m = M.get(mw)
+        if not m:
+            return
+        rr = ratio(m["req_s"], pr["req_s"]) if pr else None
+        cr = ratio(pr["server_cpu_us_per_req"], m["server_cpu_us_per_req"]) if pr else None
+        add(f"| {name} | {fmt(m['req_s'])} ({fmt(m['min'])}–{fmt(m['max'])}) | {fmt(m['p50_ms'], 2)} / {fmt(m['p99_ms'], 2)} "
+            f"| {fmt(m['server_cpu_us_per_req'], 1)} | {fmt(pr['req_s']) + pname if pr else '–'} "
+            f"| {fmt(pr['p99_ms'], 2) if pr else '–'} | {fmt(pr['server_cpu_us_per_req'], 1) if pr else '–'} "
+            f"| {fmt(rr, 2) + '×' if rr else '–'} | {fmt(cr, 2) + '×' if cr else '–'} | {budget} | {yes(ok(m, rr) if ok else None)} |")
+
+    def label(pr):
+        return f" ({pr['workload']})" if pr else ""
+
+    pw1 = P.get("w1")
+    row("W1 `GET /hello` (cloud.route)", "w1", pw1, "≥ 3×, p99 < 5 ms, ≤ 15 µs CPU",
+        lambda m, r: r is not None and r >= 3 and m["p99_ms"] < 5 and m["server_cpu_us_per_req"] <= 15)
+    row("W1 `POST /parse/functions/hello`", "w1fn", pw1, "(reported)", None)
+    row("W1 function, 10 indexed reads", "w1reads", pw1, "(reported)", None)
+    p2 = best("w2", "w2api")
+    row("W2 create `POST /parse/classes/Bench`", "w2", p2, "≥ 3× best create", lambda m, r: r is not None and r >= 3, label(p2))
+    p3 = best("w3", "w3api")
+    row("W3 0.1° box, newest 20", "w3", p3, "≥ 10×", lambda m, r: r is not None and r >= 10, label(p3))
+    p3s = best("w3s", "w3sapi")
+    row("W3s 0.01° box, newest 20", "w3s", p3s, "≥ 5×", lambda m, r: r is not None and r >= 5, label(p3s))
+    row("W5 `$nearSphere` 5 mi, newest 20, 1M posts, -c8", "w5", None, "p99 < 5 ms", lambda m, r: m["p99_ms"] < 5)
+    add("")
+    if P:
+        add("PocketBase rows: its best of the script route and the records API where both exist "
+            "(`w2`/`w2api`, `w3`/`w3api`, `w3s`/`w3sapi`); all of them:")
+        add("")
+        add("| PocketBase workload | req/s (min–max) | p50 / p99 ms | CPU µs/req | RSS after run MiB |")
+        add("|---|---|---|---|---|")
+        for w in ("w1", "w2", "w2api", "w3", "w3api", "w3s", "w3sapi"):
+            p = P.get(w)
+            if p:
+                add(f"| {w} | {fmt(p['req_s'])} ({fmt(p['min'])}–{fmt(p['max'])}) | {fmt(p['p50_ms'], 2)} / {fmt(p['p99_ms'], 2)} "
+                    f"| {fmt(p['server_cpu_us_per_req'], 1)} | {fmt(float(p['rss_after_kb']) / 1024, 1)} |")
+        add("")
+
+    # W6
+    w6 = f"{d}/moonbase/w6-jobstatus.json"
+    if os.path.exists(w6):
+        j = json.load(open(w6))
+        deleted = json.loads(j.get("message") or "{}").get("deleted", 0)
+        ms = j.get("durationMs") or 0
+        pps = deleted * 1000 / ms if ms else None
+        add("### W6 cleanup, memory, accounting")
+        add("")
+        add("| measure | value | budget | |")
+        add("|---|---|---|---|")
+        add(f"| W6 `cleanupExpiredPosts` ({fmt(deleted)} posts × 3 comments × 5 reactions) | {fmt(ms)} ms → "
+            f"**{fmt(pps)} posts/s** ({fmt(pps * 9 if pps else None)} rows/s) | ≥ 20,000 posts/s | {yes(pps is not None and pps >= 20000)} |")
+    else:
+        add("| measure | value | budget | |")
+        add("|---|---|---|---|")
+    mem = {}
+    if os.path.exists(f"{d}/moonbase/memory.tsv"):
+        with open(f"{d}/moonbase/memory.tsv") as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                mem[r["phase"]] = r
+    if "idle" in mem:
+        v = int(mem["idle"]["rss_anon_kb"]) / 1024
+        add(f"| RssAnon idle (VmRSS {fmt(int(mem['idle']['vm_rss_kb']) / 1024, 1)} MiB) | {fmt(v, 1)} MiB | < 30 MB | {yes(v * 1.048576 < 30)} |")
+    if "after-w1-w5" in mem:
+        a = mem["after-w1-w5"]
+        v = int(a["rss_anon_kb"]) / 1024
+        add(f"| RssAnon after W1–W5 (VmRSS {fmt(int(a['vm_rss_kb']) / 1024, 1)} MiB, VmHWM {fmt(int(a['vm_hwm_kb']) / 1024, 1)} MiB, "
+            f"{a['threads']} threads) | {fmt(v, 1)} MiB | < 60 MB | {yes(v * 1.048576 < 60)} |")
+    on, off = M.get("w1_acct_on"), M.get("w1_acct_off")
+    if on and off:
+        dr = (off["req_s"] - on["req_s"]) / off["req_s"] * 100
+        dc = (on["server_cpu_us_per_req"] - off["server_cpu_us_per_req"]) / off["server_cpu_us_per_req"] * 100
+        add(f"| accounting: W1 on {fmt(on['req_s'])} req/s, {fmt(on['server_cpu_us_per_req'], 1)} µs/req; off "
+            f"{fmt(off['req_s'])} req/s, {fmt(off['server_cpu_us_per_req'], 1)} µs/req | {dr:+.1f}% req/s, {dc:+.1f}% CPU/req "
+            f"(on vs off) | < 5% apart | {yes(abs(dc) < 5 or abs(dr) < 5)} (CPU {yes(abs(dc) < 5)}, req/s {yes(abs(dr) < 5)}) |")
+    add("")
+    if os.path.exists(f"{d}/moonbase/seed.tsv"):
+        add("Seeding (bench-only Lua jobs, batches in `db.transaction`, not measured as a workload):")
+        with open(f"{d}/moonbase/seed.tsv") as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                add(f"- `{r['job']}` `{r['params']}`: {fmt(float(r['duration_ms']))} ms, {r['message']}")
+        add("")
+    noisy = [(w, r) for w, rs in list(mb.items()) + list(pb.items()) for r in rs if (r["other_cpu_pct"] or 0) > 25]
+    add("All Moonbase runs (server CPU % is of one core; `other` = CPU used by processes outside the test):")
+    add("")
+    add("| workload | rep | req/s | p50 ms | p99 ms | CPU µs/req | non-2xx | other CPU % |")
+    add("|---|---|---|---|---|---|---|---|")
+    for w, rs in mb.items():
+        for r in rs:
+            add(f"| {w} | {r['rep']} | {fmt(r['req_s'])} | {fmt(r['p50_ms'], 2)} | {fmt(r['p99_ms'], 2)} "
+                f"| {fmt(r['server_cpu_us_per_req'], 1)} | {fmt(r['non2xx'])} | {fmt(r['other_cpu_pct'])} |")
+    add("")
+    if noisy:
+        add(f"{len(noisy)} kept run(s) had other processes above 25% CPU after the retries (see `other CPU %`).")
+        add("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    text = main()
+    if len(sys.argv) > 3 and sys.argv[2] == "--update":
+        path = sys.argv[3]
+        old = open(path).read() if os.path.exists(path) else f"# Benchmark results\n\n{BEGIN}\n{END}\n"
+        if BEGIN not in old or END not in old:
+            old = old.rstrip() + f"\n\n{BEGIN}\n{END}\n"
+        head, rest = old.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        with open(path, "w") as f:
+            f.write(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+    else:
+        print(text)
