@@ -72,6 +72,25 @@ import Testing
         #expect(rows[0]["seen"] == true && rows[0]["author"]?["seen"] == true)
     }
 
+    @Test func afterFindOnlyForClassesThatHaveIt() throws {
+        nonisolated(unsafe) var seen: [String] = []  // the hook runs synchronously on this thread
+        let hook: AfterFindHook = { (cls: String, objs: [JSONObject]) throws(ParseError) -> [JSONObject] in
+            seen.append(cls)
+            return objs.filter { $0["username"] != "ann" }
+        }
+        let q = try FindQuery(className: "Post", rest: ["include": "author", "order": "objectId"])
+        let r = try fx.executor.find(q, identity: .anonymous, on: fx.conn, afterFind: hook, afterFindApplies: { $0 == "_User" })
+        let rows = try r.objects()
+        #expect(seen == ["_User"])
+        // ann was dropped by the hook: her pointer stays a Pointer.
+        #expect(rows[0]["author"]?["__type"] == "Pointer")
+        // No include and no trigger on Post: the spliced path, hook untouched.
+        seen = []
+        let plain = try fx.executor.find(try FindQuery(className: "Post", rest: [:]), identity: .anonymous, on: fx.conn,
+                                         afterFind: hook, afterFindApplies: { $0 == "_User" })
+        #expect(plain.resultCount == 2 && seen.isEmpty)
+    }
+
     @Test func keysWithInclude() throws {
         let r = try fx.find("Post", json(#"{"objectId":"p1"}"#), keys: "author.username", include: "author").objects[0]
         #expect(r["text"] == nil)

@@ -67,8 +67,19 @@ public struct QueryExecutor {
     /// text (no parse/encode). Otherwise rows are parsed; includes are expanded (ACL-checked,
     /// `afterFind` applied to each included class), `keys` projects, then `afterFind` runs on
     /// the results. `afterFind` is the caller's choice: pass nil for master-key reads.
+    /// `afterFindApplies` tells which classes have an `afterFind` trigger: classes without one
+    /// skip the hook, so a plain find on them keeps the spliced fast path.
     /// - Throws: 102/105/111 for bad queries (see `QueryCompiler`), 1 for storage failures.
-    public func find(_ q: FindQuery, identity: Identity, on conn: Connection, afterFind: AfterFindHook? = nil) throws(ParseError) -> FindResult {
+    public func find(_ q: FindQuery, identity: Identity, on conn: Connection, afterFind givenHook: AfterFindHook? = nil,
+                     afterFindApplies: ((String) -> Bool)? = nil) throws(ParseError) -> FindResult {
+        var afterFind: AfterFindHook? = givenHook
+        if let hook = givenHook, let applies = afterFindApplies {
+            afterFind = { (cls: String, objs: [JSONObject]) throws(ParseError) -> [JSONObject] in
+                if applies(cls) { return try hook(cls, objs) }
+                return objs
+            }
+        }
+        let mainHook = givenHook != nil && (afterFindApplies?(q.className) ?? true)
         try ProtectedFields.check(q.className, where: q.whereClause, order: q.order, identity: identity)
         guard let schema = try schemas.querySchema(q.className, on: conn) else {
             // Parse answers an empty list for a class that has no objects yet.
@@ -91,7 +102,7 @@ public struct QueryExecutor {
         case .rids(let rids): stmt = SelectBuilder.byRids(builder.schema.className, rids)
         case .select(let plan): stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
         }
-        let simple = q.include.isEmpty && q.keys == nil && afterFind == nil && RowSerializer.canSplice(q.className)
+        let simple = q.include.isEmpty && q.keys == nil && !mainHook && RowSerializer.canSplice(q.className)
         if simple {
             var w = JSONWriter(capacity: 4096)
             var n = 0
@@ -118,7 +129,7 @@ public struct QueryExecutor {
             let tree = KeyTree(keys + implied)
             objects = objects.map { tree.project($0) }
         }
-        if let afterFind { objects = try afterFind(q.className, objects) }
+        if mainHook, let afterFind { objects = try afterFind(q.className, objects) }
         var w = JSONWriter(capacity: 4096)
         w.write(.array(objects.map { .object($0) }))
         return FindResult(results: w.bytes, resultCount: objects.count, count: count)
