@@ -207,8 +207,11 @@ public final class ObjectService: Sendable {
         }
         caller.meter?.dbReads += 1
         let queries = self.queries
+        let t = triggers
+        // Classes without an afterFind trigger skip the hook: their rows stay spliced, unparsed.
+        let applies: (String) -> Bool = { t?.hasTrigger(.afterFind, $0) ?? false }
         return try store.database.read { (c) throws(ParseError) -> FindResult in
-            try queries.find(q, identity: caller.identity, on: c, afterFind: hook)
+            try queries.find(q, identity: caller.identity, on: c, afterFind: hook, afterFindApplies: applies)
         }
     }
 
