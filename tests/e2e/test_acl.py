@@ -393,3 +393,26 @@ def test_system_classes_are_master_only(world):
     assert {s["user"]["objectId"] for s in sessions} >= {world.alice, world.bob}
     for t in (world.tokens["owner"], world.tokens["other"]):
         assert t not in r.text and t.split(":", 1)[-1] not in r.text
+
+
+def test_include_respects_class_permissions_and_system_classes(world):
+    """A pointer into a class the reader may not `get` (CLP, or a master-only system class)
+    stays a Pointer, even when the row's ACL would let the reader see it."""
+    session_id = next(s["objectId"] for s in world.req("GET", "/parse/classes/_Session", who="master").json()["results"]
+                      if s["user"]["objectId"] == world.alice)
+    assert world.req("PUT", "/parse/schemas/Vault", {"classLevelPermissions": {"get": {world.bob: True}, "find": {}}},
+                     who="master").status_code == 200
+    r = world.req("POST", "/parse/classes/Vault", {"secret": "in the vault"}, who="master")
+    vault = r.json()["objectId"]
+    ptr = lambda c, i: {"__type": "Pointer", "className": c, "objectId": i}
+    holder = world.create("anon", {"name": "sys", "session": ptr("_Session", session_id), "vault": ptr("Vault", vault)})
+    for who in WHO:
+        for r in [world.req("GET", f"/parse/classes/Doc/{holder}", who=who, params={"include": "session,vault"}),
+                  world.call("aclGet", {"class": "Doc", "id": holder, "include": "session,vault"}, who)]:
+            o = r.json().get("result", r.json())
+            assert (o["session"]["__type"] == "Object") == (who == "master"), (who, o["session"])
+            assert (o["vault"]["__type"] == "Object") == (who in ("master", "other")), (who, o["vault"])
+            if who not in ("master", "other"):
+                assert "in the vault" not in r.text
+            if who != "master":
+                assert "sessionTokenHash" not in r.text
