@@ -399,3 +399,41 @@ def test_request_id_of_a_failed_request_is_not_burnt(srv):
     assert r.status_code == 200 and all("success" in x for x in r.json()), r.text
     assert err(srv.req("POST", "/parse/batch", batch, headers={"X-Parse-Request-Id": rid})) == (400, 159)
     assert find(srv, c, limit="0", count="1")["count"] == 3
+
+
+def test_concurrent_update_operators_are_atomic(srv):
+    """8 clients increment, add and add-unique on one object at once: nothing is lost."""
+    import threading
+    c = cls("Atomic")
+    oid = create(srv, c, {"n": 0, "list": [], "set": []})
+    errors = []
+
+    def worker(w):
+        s = requests.Session()
+        h = {"X-Parse-Application-Id": APP_ID, "Content-Type": "application/json"}
+        for i in range(25):
+            body = {"n": {"__op": "Increment", "amount": 2}, "list": {"__op": "Add", "objects": [f"{w}-{i}"]},
+                    "set": {"__op": "AddUnique", "objects": [i % 5, f"w{w}"]}}
+            r = s.put(f"{srv.url}/parse/classes/{c}/{oid}", data=json.dumps(body), headers=h, timeout=30)
+            if r.status_code != 200:
+                errors.append(r.text)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors[:3]
+    o = get(srv, c, oid)
+    assert o["n"] == 8 * 25 * 2
+    assert sorted(o["list"]) == sorted(f"{w}-{i}" for w in range(8) for i in range(25))
+    assert sorted(map(str, o["set"])) == sorted([str(i) for i in range(5)] + [f"w{w}" for w in range(8)])
+
+
+def test_public_url_is_used_for_location_and_files(server_factory):
+    s = server_factory(args=["--public-url", "https://api.example.test/"]).start()
+    r = s.req("POST", "/parse/classes/Place", {"name": "x"})
+    assert r.headers["Location"] == f"https://api.example.test/parse/classes/Place/{r.json()['objectId']}"
+    r = requests.post(s.url + "/parse/files/a.txt", data=b"a", timeout=10,
+                      headers={"X-Parse-Application-Id": APP_ID, "Content-Type": "text/plain"})
+    assert r.json()["url"] == f"https://api.example.test/parse/files/{APP_ID}/{r.json()['name']}"
