@@ -416,3 +416,29 @@ def test_include_respects_class_permissions_and_system_classes(world):
                 assert "in the vault" not in r.text
             if who != "master":
                 assert "sessionTokenHash" not in r.text
+
+
+def test_user_rows_are_writable_by_their_user_only(world):
+    a = world.alice
+    for who in ("other", "anon"):
+        for path in (f"/parse/classes/_User/{a}", f"/parse/users/{a}"):
+            r = world.req("PUT", path, {"displayName": "hacked"}, who=who)
+            assert (r.status_code, r.json()["code"]) == (404, 101), (who, path, r.text)
+            r = world.req("DELETE", path, who=who)
+            assert (r.status_code, r.json()["code"]) == (404, 101), (who, path, r.text)
+        r = world.call("aclUpdate", {"class": "_User", "id": a, "changes": {"displayName": "hacked"}}, who)
+        assert (r.status_code, r.json()["code"]) == (404, 101), (who, r.text)
+        r = world.call("aclDelete", {"class": "_User", "id": a}, who)
+        assert (r.status_code, r.json()["code"]) == (404, 101), (who, r.text)
+    assert world.req("PUT", f"/parse/classes/_User/{a}", {"displayName": "Alice"}, who="owner").status_code == 200
+    r = world.call("aclUpdate", {"class": "_User", "id": a, "changes": {"displayName": "Alice L"}}, "owner")
+    assert r.status_code == 200, r.text
+    assert "_hashed_password" not in r.text and PASSWORDS["alice"] not in r.text
+    assert world.req("PUT", f"/parse/users/{a}", {"displayName": "Alice M"}, who="master").status_code == 200
+    o = world.req("GET", f"/parse/users/{a}", who="anon").json()
+    assert o["displayName"] == "Alice M"
+    # Nobody but the user can slip a password in through the generic class path.
+    r = world.req("PUT", f"/parse/classes/_User/{a}", {"password": "new-pw-x"}, who="other")
+    assert r.status_code == 404
+    r = world.req("POST", "/parse/login", {"username": "alice", "password": PASSWORDS["alice"]})
+    assert r.status_code == 200, r.text
