@@ -147,7 +147,9 @@ def test_wrong_types(srv, canary):
                  {"n": {"__op": "Add", "objects": [1]}}]:
         parse_error(srv.req("PUT", f"/parse/classes/{CLASS}/{oid}", body), 400, 111)
         parse_error(srv.req("POST", f"/parse/classes/{CLASS}", body), 400, 111)
-    parse_error(srv.req("POST", f"/parse/classes/{CLASS}", {"ACL": "everyone"}), 400, 123)
+    for acl in ["everyone", [], {"*": True}, {"*": {"read": "yes"}}, {"*": {"fly": True}}, {"bad id!": {"read": True}}]:
+        parse_error(srv.req("POST", f"/parse/classes/{CLASS}", {"name": "acl", "ACL": acl}), 400, 123)
+        parse_error(srv.req("PUT", f"/parse/classes/{CLASS}/{oid}", {"ACL": acl}), 400, 123)
     assert_intact(srv, canary)
 
 
