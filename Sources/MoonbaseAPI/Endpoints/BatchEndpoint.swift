@@ -50,7 +50,12 @@ enum BatchEndpoint {
             throw ParseError(.invalidJSON, "unsupported batch path: \(path)")
         }
         let className = parts[1]
-        let body = r["body"]?.objectValue ?? [:]
+        let body: JSONObject
+        switch r["body"] {
+        case nil, .null?: body = [:]
+        case .object(let o)?: body = o
+        default: throw ParseError(.invalidJSON, "the body of a batch request must be a JSON object")
+        }
         switch (method, parts.count) {
         case ("POST", 2):
             let o = try s.objects.create(className, body, caller: caller)
