@@ -88,6 +88,11 @@ def test_malformed_json_and_non_object_bodies(srv, canary):
         parse_error(srv.req("POST", f"/parse/classes/{CLASS}", raw=raw), 400, 107)
         parse_error(srv.req("PUT", f"/parse/classes/{CLASS}/{canary[0][0]}", raw=raw), 400, 107)
     parse_error(srv.req("POST", "/parse/batch", raw="{not json"), 400, 107)
+    parse_error(srv.req("POST", "/parse/batch", {"requests": {}}), 400, 107)
+    # A sub-request whose body is not an object is refused, not applied as an empty object.
+    r = srv.req("POST", "/parse/batch", {"requests": [{"method": "POST", "path": f"/classes/{CLASS}", "body": b}
+                                                      for b in ["garbage", [1], 5, True]] + ["notobj", {"method": 5, "path": "/classes/X"}]})
+    assert r.status_code == 200 and [x["error"]["code"] for x in r.json()] == [107] * 6, r.text
     parse_error(srv.req("GET", f"/parse/classes/{CLASS}", params={"where": "{bad"}), 400, 107)
     parse_error(srv.req("GET", f"/parse/classes/{CLASS}", params={"where": "[1]"}), 400, 102)
     assert_intact(srv, canary)
