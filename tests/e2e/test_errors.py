@@ -152,6 +152,15 @@ def test_wrong_types(srv, canary):
                  {"n": {"__op": "Add", "objects": [1]}}]:
         parse_error(srv.req("PUT", f"/parse/classes/{CLASS}/{oid}", body), 400, 111)
         parse_error(srv.req("POST", f"/parse/classes/{CLASS}", body), 400, 111)
+    # Queries comparing a typed field with a value of another type.
+    for where in [{"n": {"$lt": "5"}}, {"when": {"$gt": "2026"}}, {"n": {"$in": [1, "a"]}}, {"name": {"$gte": 3}}]:
+        parse_error(srv.req("GET", f"/parse/classes/{CLASS}", params={"where": json.dumps(where)}), 400, 111)
+    # Malformed geo constraints.
+    pt = {"__type": "GeoPoint", "latitude": 1, "longitude": 1}
+    for where in [{"loc": {"$nearSphere": "x"}}, {"loc": {"$nearSphere": pt, "$maxDistanceInMiles": -1}},
+                  {"loc": {"$within": {"$box": [1, 2]}}}, {"loc": {"$geoWithin": {"$centerSphere": [pt, "x"]}}},
+                  {"loc": {"$nearSphere": {"__type": "GeoPoint", "latitude": 95, "longitude": 0}}}]:
+        parse_error(srv.req("GET", f"/parse/classes/{CLASS}", params={"where": json.dumps(where)}), 400, 102)
     for acl in ["everyone", [], {"*": True}, {"*": {"read": "yes"}}, {"*": {"fly": True}}, {"bad id!": {"read": True}}]:
         parse_error(srv.req("POST", f"/parse/classes/{CLASS}", {"name": "acl", "ACL": acl}), 400, 123)
         parse_error(srv.req("PUT", f"/parse/classes/{CLASS}/{oid}", {"ACL": acl}), 400, 123)
