@@ -437,3 +437,30 @@ def test_public_url_is_used_for_location_and_files(server_factory):
     r = requests.post(s.url + "/parse/files/a.txt", data=b"a", timeout=10,
                       headers={"X-Parse-Application-Id": APP_ID, "Content-Type": "text/plain"})
     assert r.json()["url"] == f"https://api.example.test/parse/files/{APP_ID}/{r.json()['name']}"
+
+
+def test_concurrent_first_writes_agree_on_one_type(srv):
+    """16 clients create a new class at once, half sending a String and half a Number for the
+    same new field: one type wins, the others get 111, and no stored row has the losing type."""
+    import threading
+    for _ in range(3):
+        c = cls("Race")
+        results = []
+
+        def worker(i):
+            v = i if i % 2 else str(i)
+            r = requests.post(f"{srv.url}/parse/classes/{c}", data=json.dumps({"f": v, f"g{i % 3}": i}), timeout=30,
+                              headers={"X-Parse-Application-Id": APP_ID, "Content-Type": "application/json"})
+            results.append((r.status_code, r.json().get("code")))
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert sorted(results).count((201, None)) == 8 and results.count((400, 111)) == 8, results
+        rows = find(srv, c)["results"]
+        assert len(rows) == 8 and len({type(o["f"]) for o in rows}) == 1
+        fields = srv.req("GET", f"/parse/schemas/{c}", master=True).json()["fields"]
+        assert fields["f"]["type"] == ("String" if isinstance(rows[0]["f"], str) else "Number")
+        assert {"g0", "g1", "g2"} <= set(fields)
