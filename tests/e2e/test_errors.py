@@ -34,7 +34,13 @@ def canary(srv):
         assert r.status_code == 201
         ids.append(r.json()["objectId"])
     snapshot = srv.req("GET", f"/parse/classes/{CLASS}", params={"order": "n"}).json()["results"]
-    return ids, snapshot
+    return ids, snapshot, schema_fields(srv)
+
+
+def schema_fields(srv):
+    r = srv.req("GET", f"/parse/schemas/{CLASS}", master=True)
+    assert r.status_code == 200, r.text
+    return r.json()["fields"]
 
 
 def parse_error(r, status, code):
@@ -57,9 +63,11 @@ def tables(srv):
 
 
 def assert_intact(srv, canary):
-    _, snapshot = canary
+    _, snapshot, fields = canary
     now = srv.req("GET", f"/parse/classes/{CLASS}", params={"order": "n"}).json()["results"]
     assert now == snapshot
+    # A refused write adds no field to the schema either (nothing half-written).
+    assert schema_fields(srv) == fields
 
 
 def raw_request(srv, data, timeout=10):
