@@ -123,6 +123,16 @@ import Testing
         #expect(r.objects.isEmpty && r.count == 0)
     }
 
+    @Test func classNamesAreValidated() {
+        let bad = "Item\" WHERE 1=1 --"
+        #expect { try fx.executor.find(FindQuery(className: bad), identity: .master, on: fx.conn) } throws: {
+            ($0 as? ParseError)?.code == .invalidClassName
+        }
+        #expect { try fx.executor.count(className: bad, where: nil, identity: .master, on: fx.conn) } throws: {
+            ($0 as? ParseError)?.code == .invalidClassName
+        }
+    }
+
     @Test func orderRejectsBadFields() {
         #expect { try ids("{}", order: "a;b") } throws: { ($0 as? ParseError)?.code == .invalidKeyName }
         #expect { try ids("{}", order: "$score") } throws: { ($0 as? ParseError)?.code == .invalidQuery }

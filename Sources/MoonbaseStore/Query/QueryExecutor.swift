@@ -80,6 +80,7 @@ public struct QueryExecutor {
             }
         }
         let mainHook = givenHook != nil && (afterFindApplies?(q.className) ?? true)
+        guard Naming.isValidClassName(q.className) else { throw ParseError(.invalidClassName, "invalid class name: \(q.className)") }
         try ProtectedFields.check(q.className, where: q.whereClause, order: q.order, identity: identity)
         guard let schema = try schemas.querySchema(q.className, on: conn) else {
             // Parse answers an empty list for a class that has no objects yet.
@@ -138,6 +139,7 @@ public struct QueryExecutor {
     /// Number of objects matching `where` that `identity` may read.
     public func count(className: String, where whereClause: JSONValue?, identity: Identity, on conn: Connection) throws(ParseError) -> Int {
         try ProtectedFields.check(className, where: whereClause, identity: identity)
+        guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         guard let schema = try schemas.querySchema(className, on: conn) else { return 0 }
         let compiled = try QueryCompiler(schema: schema).compile(whereClause)
         let c = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity)).count()
@@ -150,6 +152,7 @@ public struct QueryExecutor {
     public func distinct(className: String, field: String, where whereClause: JSONValue?, identity: Identity,
                          on conn: Connection) throws(ParseError) -> [JSONValue] {
         try ProtectedFields.check(className, where: whereClause, field: field, identity: identity)
+        guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         guard let schema = try schemas.querySchema(className, on: conn) else { return [] }
         let compiled = try QueryCompiler(schema: schema).compile(whereClause)
         let ref = try FieldRef(path: field, schema: schema)
