@@ -130,7 +130,7 @@ measure() {
     line=$(run_once "$@")
     OTHER=$(echo "$line" | cut -f17)
     if [ "$OTHER" -gt "$NOISE_PCT" ] && [ "$try" -lt "$NOISE_RETRIES" ]; then
-      echo "$line" >> "$OUT/moonbase/runs-discarded.tsv"
+      echo "$line" >> "$OUT/moonbase/runs-discarded.tsv"; cp "$OUT/moonbase/$w-$rep.txt" "$OUT/moonbase/$w-$rep-discarded-$try.txt"
       log "discarded $w rep $rep: other processes used ${OTHER}% CPU; retrying"
       try=$((try + 1)); continue
     fi

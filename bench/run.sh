@@ -65,7 +65,12 @@ fi
 if [ -z "${MOONBASE_BIN:-}" ]; then
   log "building Moonbase release"
   scratch=(); [ -n "${BENCH_SCRATCH:-}" ] && scratch=(--scratch-path "$BENCH_SCRATCH")
-  (cd "$REPO" && swift build -c release "${scratch[@]}") > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log" >&2; die "release build failed"; }
+  # Others may edit sources in this tree meanwhile ("modified during the build"): retry twice.
+  for try in 1 2 3; do
+    (cd "$REPO" && swift build -c release "${scratch[@]}") > "$OUT/build.log" 2>&1 && break
+    grep -q "modified during the build" "$OUT/build.log" && [ "$try" -lt 3 ] && { log "sources changed during the build; rebuilding"; continue; }
+    tail -30 "$OUT/build.log" >&2; die "release build failed"
+  done
   MOONBASE_BIN="$(cd "$REPO" && swift build -c release "${scratch[@]}" --show-bin-path)/moonbase"
 fi
 [ -x "$MOONBASE_BIN" ] || die "no moonbase binary at $MOONBASE_BIN"
@@ -107,14 +112,15 @@ seed_job "$P1" benchSeedPosts "{\"className\":\"BenchM\",\"count\":$POSTS_W5,\"s
 seed_job "$P1" benchSeedRead '{"count":1000}' 600
 wait "$W6SEED" || die "W6 seeding failed"
 mb_stop seed; mb_stop seed-w6
-# createdAt spread back in time as shared/peers/common/seed.sql does (the k-th post is k seconds
-# old); the store stamps creates with "now", so the harness rewrites the two timestamp columns
-# of the stopped server's database (indexed columns; no SQL trigger reads them).
+# createdAt spread back in time as shared/peers/common/seed.sql spreads it (N posts, one per
+# second, the newest one second old). The store stamps creates with "now" and no API can create a
+# past-dated object, so in a real Moonbase the rows inserted first are the oldest: the harness
+# rewrites the two timestamp columns of the stopped server's database in that order (newest =
+# highest rid; indexed columns, no SQL trigger reads them).
 NOW_MS=$(( $(date +%s) * 1000 ))
-sqlite3 "$DATA/moonbase.sqlite" \
-  "UPDATE \"Bench\" SET createdAt = $NOW_MS - (rid - (SELECT min(rid) FROM \"Bench\") + 1) * 1000, updatedAt = $NOW_MS - (rid - (SELECT min(rid) FROM \"Bench\") + 1) * 1000;" \
-  "UPDATE \"BenchM\" SET createdAt = $NOW_MS - (rid - (SELECT min(rid) FROM \"BenchM\") + 1) * 1000, updatedAt = $NOW_MS - (rid - (SELECT min(rid) FROM \"BenchM\") + 1) * 1000;" \
-  "PRAGMA wal_checkpoint(TRUNCATE);" "ANALYZE;" > /dev/null
+spread() { echo "UPDATE \"$1\" SET createdAt = $NOW_MS - ((SELECT max(rid) FROM \"$1\") - rid + 1) * 1000, updatedAt = $NOW_MS - ((SELECT max(rid) FROM \"$1\") - rid + 1) * 1000;"; }
+sqlite3 "$DATA/moonbase.sqlite" "$(spread Bench)" "$(spread BenchM)" \
+  "PRAGMA wal_checkpoint(TRUNCATE);" > /dev/null
 log "database: $(du -m "$DATA/moonbase.sqlite" | cut -f1) MB (main), $(du -m "$DATA6/moonbase.sqlite" | cut -f1) MB (W6)"
 
 # --- 3. PocketBase ---------------------------------------------------------------------------
