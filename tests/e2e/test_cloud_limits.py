@@ -12,6 +12,8 @@ import requests
 
 from conftest import APP_ID, Server
 
+# Functions testing a limit other than time set their own generous timeoutMs: the one-worker
+# server runs with MOONBASE_LUA_TIMEOUT_MS=1000, which a loaded CI machine could otherwise hit first.
 LIMITS_LUA = r'''
 local served = 0   -- module state: must survive every limit trip on this VM
 
@@ -35,12 +37,12 @@ cloud.define("spinXpcall", {timeoutMs = 300}, function(req)
   return {caught = true, ok = ok}
 end)
 
-cloud.define("memoryBomb", {maxMemoryMB = 16}, function(req)
+cloud.define("memoryBomb", {maxMemoryMB = 16, timeoutMs = 10000}, function(req)
   local t = {}
   for i = 1, 1e9 do t[i] = string.rep("x", 64) .. i end
 end)
 
-cloud.define("repBomb", {maxMemoryMB = 16}, function(req)
+cloud.define("repBomb", {maxMemoryMB = 16, timeoutMs = 10000}, function(req)
   local ok, e = pcall(string.rep, "x", 1 << 30)
   return {caught = true, ok = ok}
 end)
@@ -56,17 +58,17 @@ cloud.define("patternLoop", {timeoutMs = 500}, function(req)
   while true do pcall(string.find, s, ".-.-.-.-.-.-.-b") end
 end)
 
-cloud.define("recurse", function(req)
+cloud.define("recurse", {timeoutMs = 10000}, function(req)
   local function f(n) return 1 + f(n + 1) end
   return f(1)
 end)
 
-cloud.define("dbOps", {maxDbOps = 5}, function(req)
+cloud.define("dbOps", {maxDbOps = 5, timeoutMs = 10000}, function(req)
   for i = 1, 100 do db.count("Thing", {}) end
   return "all done"
 end)
 
-cloud.define("dbOpsCaught", {maxDbOps = 5}, function(req)
+cloud.define("dbOpsCaught", {maxDbOps = 5, timeoutMs = 10000}, function(req)
   for i = 1, 100 do pcall(db.count, "Thing", {}) end
   return {caught = true}
 end)
@@ -77,9 +79,18 @@ cloud.define("dbOpsUnder", {maxDbOps = 5}, function(req)
   return n
 end)
 
-cloud.define("instructions", {maxInstructions = 100000}, function(req)
+cloud.define("instructions", {maxInstructions = 100000, timeoutMs = 10000}, function(req)
   local x = 0
   while true do x = x + 1 end
+end)
+
+-- A trigger holding the writer is bounded by the (server-wide) timeout too.
+cloud.beforeSave("Slow", function(req)
+  if req.object.spin then while true do end end
+end)
+
+cloud.define("defaultTimeout", function(req)
+  while true do end
 end)
 
 cloud.define("instructionsUnder", {maxInstructions = 1000000}, function(req)
@@ -97,7 +108,8 @@ def err(r):
 @pytest.fixture(scope="module")
 def one_worker():
     """A server with a single Lua worker: the call after a trip runs on the VM that tripped."""
-    s = Server(functions={"limits.lua": LIMITS_LUA}, args=["--workers", "1"])
+    s = Server(functions={"limits.lua": LIMITS_LUA}, args=["--workers", "1"],
+               env={"MOONBASE_LUA_TIMEOUT_MS": "1000"})
     try:
         s.start()
         yield s
@@ -153,6 +165,24 @@ def test_pathological_pattern(one_worker):
 
 def test_deep_recursion(one_worker):
     assert_limit(one_worker, "recurse", "stack overflow", "memory limit")
+
+
+def test_server_wide_timeout_and_a_spinning_trigger(one_worker):
+    # MOONBASE_LUA_TIMEOUT_MS applies to functions without their own timeoutMs ...
+    assert_limit(one_worker, "defaultTimeout", "timeout of 1000 ms exceeded", max_seconds=8)
+    # ... and to triggers: the write is refused, nothing is stored, the writer is free again.
+    s = one_worker
+    t0 = time.monotonic()
+    r = s.req("POST", "/parse/classes/Slow", {"spin": True})
+    assert err(r) == (400, 141), r.text
+    assert "timeout of 1000 ms exceeded" in r.json()["error"] and "beforeSave Slow" in r.json()["error"], r.text
+    assert time.monotonic() - t0 < 8
+    r = s.req("POST", "/parse/classes/Slow", {"spin": False})
+    assert r.status_code == 201, r.text
+    assert s.req("POST", "/parse/classes/Other", {"x": 1}).status_code == 201
+    r = s.req("GET", "/parse/classes/Slow", master=True)
+    assert [o["spin"] for o in r.json()["results"]] == [False]
+    assert_healthy(s)
 
 
 def test_db_ops_and_instructions(one_worker):
