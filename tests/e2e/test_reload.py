@@ -67,6 +67,15 @@ def test_changed_file_serves_within_one_second(server_factory):
         assert took < 1.0, f"reload took {took:.2f} s"
     assert admin_functions(s)["generation"] > gen
 
+    # Routes follow reloads too.
+    route = 'cloud.route("GET", "/api/ver", function() return {json = {v = %d}} end)\n'
+    write_atomic(os.path.join(s.functions, "r.lua"), route % 1)
+    assert wait_for(lambda: requests.get(s.url + "/api/ver", timeout=30).status_code == 200, timeout=5) is not None
+    assert requests.get(s.url + "/api/ver", timeout=30).json() == {"v": 1}
+    write_atomic(os.path.join(s.functions, "r.lua"), route.replace("/api/ver", "/api/ver2") % 2)
+    assert wait_for(lambda: requests.get(s.url + "/api/ver2", timeout=30).status_code == 200, timeout=5) is not None
+    assert requests.get(s.url + "/api/ver", timeout=30).status_code == 404
+
     # A new file adds its functions; a removed one takes them away.
     write_atomic(os.path.join(s.functions, "extra.lua"), 'cloud.define("extra", function() return "x" end)')
     assert wait_for(lambda: s.call("extra").status_code == 200, timeout=5) is not None
@@ -74,6 +83,29 @@ def test_changed_file_serves_within_one_second(server_factory):
     assert wait_for(lambda: s.call("extra").status_code == 400, timeout=5) is not None
     r = s.call("extra")
     assert (r.json()["code"], r.json()["error"]) == (141, 'Invalid function: "extra"')
+
+
+def test_in_flight_call_finishes_on_its_generation(server_factory):
+    slow = version_lua(1, extra="""
+cloud.define("slow", function(req)
+  local t0 = time.now()
+  while time.now() - t0 < 800 do end
+  return {version = 1}
+end)""")
+    s = server_factory(functions={"v.lua": slow}).start()
+    out = {}
+
+    def call_slow():
+        out["r"] = s.call("slow")
+
+    t = threading.Thread(target=call_slow)
+    t.start()
+    time.sleep(0.2)
+    write_atomic(os.path.join(s.functions, "v.lua"), slow.replace("version = 1", "version = 2"))
+    assert wait_for(lambda: version_of(s) == 2, timeout=5) is not None
+    t.join(timeout=30)
+    assert out["r"].status_code == 200 and out["r"].json()["result"] == {"version": 1}
+    assert s.call("slow").json()["result"] == {"version": 2}
 
 
 def test_broken_file_keeps_previous_generation(server_factory):
