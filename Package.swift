@@ -42,6 +42,8 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
+        // `make bench`: CPU per 1 KB JSON parse/encode (DESIGN §9's JSON budget).
+        .executableTarget(name: "jsonbench", dependencies: ["MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),
 
         // Tests: one target per module.
         .testTarget(name: "MoonbaseJSONTests", dependencies: ["MoonbaseJSON"]),

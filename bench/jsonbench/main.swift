@@ -1,0 +1,37 @@
+// `swift run -c release jsonbench`: CPU per parse / encode of a 1 KB Parse object with our
+// codec (MoonbaseJSON), the DESIGN §9 JSON budget (≤ 10 µs each way). Run by `make bench`.
+import MoonbaseCore
+import MoonbaseJSON
+
+let doc = """
+{"objectId":"xWMyZ4YEGZ","createdAt":"2026-11-29T20:23:45.678Z","updatedAt":"2026-11-29T20:25:01.002Z",\
+"author":{"__type":"Pointer","className":"_User","objectId":"a8Bc9dEf0G"},"authorUsername":"alice",\
+"text":"Best flat white in the neighbourhood, \\"worth\\" the queue \\u00e9\\u00e8 — come early, they run out of croissants by ten",\
+"category":"Coffee","location":{"__type":"GeoPoint","latitude":40.73612,"longitude":-73.99107},\
+"photo":{"__type":"File","name":"0f3a9c1e5b7d4f2a8c6e0b1d3f5a7c9e_photo.jpg","url":"http://127.0.0.1:8080/parse/files/moonbase/0f3a9c1e5b7d4f2a8c6e0b1d3f5a7c9e_photo.jpg"},\
+"validityMinutes":180,"expiresAt":{"__type":"Date","iso":"2026-11-29T23:23:45.678Z"},"likesCount":42,"dislikesCount":3,\
+"commentsCount":17,"viewsCount":1024,"hideLocation":false,"hideUsername":false,"hideProfilePic":true,\
+"tags":["coffee","breakfast","nyc","flatwhite"],"score":0.87312,"ACL":{"*":{"read":true},"a8Bc9dEf0G":{"read":true,"write":true}}}
+"""
+let bytes = Array(doc.utf8)
+let value = try! JSON.parse(bytes)
+
+func measure(_ label: String, _ n: Int, _ body: () -> Void) {
+    for _ in 0..<(n / 10) { body() }
+    let t0 = threadCPUNanos()
+    for _ in 0..<n { body() }
+    let per = Double(threadCPUNanos() - t0) / Double(n) / 1000
+    print("\(label): \(String(Int(per * 100)).count > 0 ? "" : "")\((per * 100).rounded() / 100) µs CPU per op")
+}
+
+print("document: \(bytes.count) bytes")
+var sink = 0
+for _ in 0..<3 {
+    measure("parse  (bytes → JSONValue)", 100_000) {
+        if case .object(let o) = try! JSON.parse(bytes) { sink &+= o.count }
+    }
+    measure("encode (JSONValue → bytes)", 100_000) {
+        sink &+= JSON.encode(value).count
+    }
+}
+if sink == 42 { print("") }
