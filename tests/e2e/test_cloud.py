@@ -417,6 +417,13 @@ def test_before_save_mutates_and_validates(srv):
     got = srv.req("GET", f"/parse/classes/Item/{oid}").json()
     assert got["slug"] == "renamed" and got["edits"] == 1 and got["name"] == "Renamed"
 
+    # Atomic operators still apply with a beforeSave in the way.
+    r = srv.req("PUT", f"/parse/classes/Item/{oid}", {"n": {"__op": "Increment", "amount": 2}})
+    assert r.status_code == 200, r.text
+    r = srv.req("PUT", f"/parse/classes/Item/{oid}", {"n": {"__op": "Increment", "amount": 3}})
+    got = srv.req("GET", f"/parse/classes/Item/{oid}").json()
+    assert got["n"] == 5 and got["edits"] == 3 and got["slug"] == "renamed"
+
     # Refused: nothing written, neither the object nor its afterSave audit.
     items, audits = count(srv, "Item"), count(srv, "Audit")
     r = srv.req("POST", "/parse/classes/Item", {"name": ""})
@@ -545,6 +552,11 @@ def test_after_find_on_get_find_include_not_master(srv):
     assert got["secret"]["__type"] == "Object" and got["secret"]["seen"] is True
     got = srv.req("GET", f"/parse/classes/Holder/{hid}", params={"include": "secret"}, master=True).json()
     assert got["secret"]["__type"] == "Object" and "seen" not in got["secret"]
+    # A pointer to an object afterFind drops stays a Pointer.
+    r = srv.req("POST", "/parse/classes/Holder", {"secret": {"__type": "Pointer", "className": "Secret",
+                                                              "objectId": ids["b"]}})
+    got = srv.req("GET", f"/parse/classes/Holder/{r.json()['objectId']}", params={"include": "secret"}).json()
+    assert got["secret"] == {"__type": "Pointer", "className": "Secret", "objectId": ids["b"]}
 
     # db.* reads by a non-master caller run it; {master = true} reads do not.
     r = srv.call("readSecrets")
