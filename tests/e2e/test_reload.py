@@ -138,6 +138,17 @@ def test_broken_file_keeps_previous_generation(server_factory):
     assert admin_functions(s)["errors"] == {}
 
 
+def test_broken_at_start_serves_without_it_until_fixed(server_factory):
+    s = server_factory(functions={"v.lua": version_lua(1) + "\nif then\n"}).start()
+    listing = admin_functions(s)
+    assert "v.lua" in listing["errors"] and "v.lua:7" in listing["errors"]["v.lua"], listing
+    r = s.call("version")
+    assert (r.status_code, r.json()["code"]) == (400, 141)
+    write_atomic(os.path.join(s.functions, "v.lua"), version_lua(2))
+    assert wait_for(lambda: s.call("version").status_code == 200, timeout=5) is not None
+    assert version_of(s) == 2 and admin_functions(s)["errors"] == {}
+
+
 def test_admin_functions_api(server_factory):
     s = server_factory(functions={"v.lua": version_lua(1)}).start()
     url = s.url + "/admin/functions/"
