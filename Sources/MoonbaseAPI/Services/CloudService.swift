@@ -71,13 +71,14 @@ public final class CloudService: Sendable {
 
     /// Runs `body` while no other load can start; `body` loads through the function it is given.
     /// The admin API reads the folder, loads and writes its file in one such step, so a reload
-    /// of the folder started earlier cannot install older sources over the deployed ones.
+    /// of the folder started earlier cannot install older sources over the deployed ones. A
+    /// candidate refused there is not recorded as a load error: it never reached the folder.
     public func exclusively(_ body: (([(file: String, text: String)]) -> [String: String]) throws(ParseError) -> [String: String])
         throws(ParseError) -> [String: String] {
-        try loadLock.withLock { (_) throws(ParseError) -> [String: String] in try body(loadUnlocked) }
+        try loadLock.withLock { (_) throws(ParseError) -> [String: String] in try body { loadUnlocked($0, recordFailures: false) } }
     }
 
-    func loadUnlocked(_ sources: [(file: String, text: String)]) -> [String: String] {
+    func loadUnlocked(_ sources: [(file: String, text: String)], recordFailures: Bool = true) -> [String: String] {
         var failures: [String: String] = [:]
         var registry = CloudRegistry()
         do {
@@ -93,7 +94,7 @@ public final class CloudService: Sendable {
         } catch {
             failures["*"] = "cannot create a Lua VM: \(error)"
         }
-        errors.withLock { $0 = failures }
+        if recordFailures || failures.isEmpty { errors.withLock { $0 = failures } }
         if !failures.isEmpty {
             for (f, e) in failures.sorted(by: { $0.key < $1.key }) { Log.error("cloud code not reloaded: \(f): \(e)") }
             return failures
