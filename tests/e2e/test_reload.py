@@ -179,6 +179,8 @@ def test_admin_functions_api(server_factory):
     assert s.call("greet", {"name": "bob"}).json()["result"] == "hi bob"
     with open(os.path.join(s.functions, "greet.lua")) as f:
         assert f.read() == text
+    # The refused candidate never reached the folder: the listing reports no error.
+    assert admin_functions(s)["errors"] == {}
     r = requests.put(url + "other.lua", data='cloud.define("version", function() return 0 end)', headers=ADMIN,
                      timeout=30)
     assert r.status_code == 400 and "already defined" in r.json()["error"], r.text
