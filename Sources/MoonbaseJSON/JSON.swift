@@ -22,9 +22,8 @@ public enum JSON {
     }
 
     public static func parse(_ buf: UnsafeBufferPointer<UInt8>) throws(ParseError) -> JSONValue {
-        var p = JSONParser(buf)
         do {
-            return try p.parseDocument()
+            return try JSONTape.parse(buf)
         } catch let e {
             throw ParseError(.invalidJSON, "invalid JSON: \(e.message) at offset \(e.offset)")
         }

@@ -1,3 +1,4 @@
+import CJSON
 import MoonbaseCore
 
 /// Appends compact JSON to a byte buffer. Also used to splice raw, already-valid JSON
@@ -61,16 +62,33 @@ public struct JSONWriter {
         }
     }
 
-    /// Doubles use Swift's shortest round-trip formatting; integral values print as integers
-    /// when they fit exactly; non-finite values (never produced by our parser) print as null.
+    /// Doubles print as the shortest text that reads back to the same value ("0.1", "40.73612",
+    /// "1e+20"); integral values print as integers when they fit exactly; non-finite values
+    /// (never produced by our parser) print as null.
+    ///
+    /// In CJSON's fixed-notation range (1e-4 ≤ |d| < 1e15: coordinates, scores, prices) this is
+    /// `cj_format_double` (jsonbench: 8 doubles in 0.21 µs, Swift's `description` 0.26 µs).
+    /// Outside it CJSON falls back to printf and a re-read, about 0.15 µs a value, so there
+    /// Swift's own shortest formatter (Errol/SwiftDtoa) is kept: it is 3–4x faster and prints
+    /// the same text ("1e-07", "2.5e+20").
     public mutating func double(_ d: Double) {
         guard d.isFinite else { raw("null"); return }
-        if d == d.rounded(), abs(d) < 1e15 {
+        let a = abs(d)
+        if d == d.rounded(), a < 1e15 {
             int(Int64(d))
             return
         }
-        var s = d.description
-        s.withUTF8 { bytes.append(contentsOf: $0) }
+        guard a >= 1e-4 && a < 1e15 else {
+            var s = d.description
+            s.withUTF8 { bytes.append(contentsOf: $0) }
+            return
+        }
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(CJ_DOUBLE_MAX)) { tmp in
+            let n = cj_format_double(d, tmp.baseAddress!)
+            tmp.baseAddress!.withMemoryRebound(to: UInt8.self, capacity: n) {
+                bytes.append(contentsOf: UnsafeBufferPointer(start: $0, count: n))
+            }
+        }
     }
 
     public mutating func string(_ s: String) {
@@ -78,30 +96,26 @@ public struct JSONWriter {
         s.withUTF8 { string(utf8: $0) }
     }
 
+    /// Writes a JSON string. The escaping is CJSON's (`cj_escape_prefix` finds the run of bytes
+    /// needing no escape, 8 at a time): the common case is one scan and one bulk append.
     public mutating func string(utf8 buf: UnsafeBufferPointer<UInt8>) {
         byte(UInt8(ascii: "\""))
-        var runStart = 0
-        let hex: StaticString = "0123456789abcdef"
-        for k in 0..<buf.count {
-            let c = buf[k]
-            if c >= 0x20 && c != 0x22 && c != 0x5C { continue }
-            if k > runStart { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<k])) }
-            runStart = k + 1
-            switch c {
-            case 0x22: raw("\\\"")
-            case 0x5C: raw("\\\\")
-            case 0x0A: raw("\\n")
-            case 0x0D: raw("\\r")
-            case 0x09: raw("\\t")
-            case 0x08: raw("\\b")
-            case 0x0C: raw("\\f")
-            default:
-                raw("\\u00")
-                byte(hex.utf8Start[Int(c >> 4)])
-                byte(hex.utf8Start[Int(c & 15)])
+        if let base = buf.baseAddress {
+            let safe = cj_escape_prefix(base, buf.count)
+            if safe == buf.count {
+                bytes.append(contentsOf: buf)
+            } else {
+                bytes.append(contentsOf: UnsafeBufferPointer(start: base, count: safe))
+                let rest = base + safe
+                let restCount = buf.count - safe
+                let n = cj_escape_len(rest, restCount)
+                let at = bytes.count
+                bytes.append(contentsOf: repeatElement(0, count: n))
+                bytes.withUnsafeMutableBufferPointer { out in
+                    _ = cj_escape(out.baseAddress! + at, rest, restCount)
+                }
             }
         }
-        if buf.count > runStart { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: buf[runStart..<buf.count])) }
         byte(UInt8(ascii: "\""))
     }
 }
