@@ -4,14 +4,16 @@
  * members survive a round trip); arrays decode with a marker metatable so `[]` stays `[]`;
  * json.array(t) marks a table as an array; other empty tables encode as `{}`; integers stay
  * integers and floats keep a fraction ("3.0"); NaN/inf, cycles and non-UTF-8 strings raise.
+ *
+ * The byte-level work is CJSON's, shared with the REST layer (DESIGN §2): decoding walks the
+ * token tape of cj_parse (validation, UTF-8 included) with cj_unescape/cj_number; encoding
+ * uses cj_escape and cj_format_double. What is Lua-specific stays here.
  */
 #include "lb_internal.h"
 #include "cjson.h"
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 #include <math.h>
-#include <errno.h>
 
 #define MAX_DEPTH 200
 #define MAX_OUT ((size_t)256 << 20)
@@ -44,44 +46,27 @@ static void putc_(lua_State *L, lb_buf *b, char c) {
 
 static void enc_string(lua_State *L, lb_buf *b, const char *s, size_t n) {
     if (!lb_utf8_valid(s, n)) luaL_error(L, "cannot encode a string that is not valid UTF-8");
-    static const char hex[] = "0123456789abcdef";
-    buf_reserve(L, b, n + 2);
+    /* Short strings reserve the worst case (6 bytes a byte); long ones measure first. */
+    size_t need = n <= 256 ? 6 * n : cj_escape_len((const uint8_t *)s, n);
+    buf_reserve(L, b, need + 2);
     b->p[b->n++] = '"';
-    size_t run = 0;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\') continue;
-        put(L, b, s + run, i - run);
-        run = i + 1;
-        char esc[6] = {'\\', 0};
-        switch (c) {
-        case '"': esc[1] = '"'; put(L, b, esc, 2); break;
-        case '\\': esc[1] = '\\'; put(L, b, esc, 2); break;
-        case '\n': esc[1] = 'n'; put(L, b, esc, 2); break;
-        case '\r': esc[1] = 'r'; put(L, b, esc, 2); break;
-        case '\t': esc[1] = 't'; put(L, b, esc, 2); break;
-        default:
-            esc[1] = 'u'; esc[2] = '0'; esc[3] = '0'; esc[4] = hex[c >> 4]; esc[5] = hex[c & 15];
-            put(L, b, esc, 6);
-        }
-    }
-    put(L, b, s + run, n - run);
-    putc_(L, b, '"');
+    b->n += cj_escape((uint8_t *)b->p + b->n, (const uint8_t *)s, n);
+    b->p[b->n++] = '"';
 }
 
 static void enc_number(lua_State *L, lb_buf *b, int idx) {
-    char tmp[64];
-    int len;
+    char tmp[CJ_DOUBLE_MAX + 2];
+    size_t len;
     if (lua_isinteger(L, idx)) {
-        len = snprintf(tmp, sizeof tmp, "%lld", (long long)lua_tointeger(L, idx));
+        len = cj_format_int((int64_t)lua_tointeger(L, idx), tmp);
     } else {
         double d = lua_tonumber(L, idx);
         if (!isfinite(d)) luaL_error(L, "cannot encode a non-finite number");
-        len = snprintf(tmp, sizeof tmp, "%.15g", d);
-        if (strtod(tmp, NULL) != d) len = snprintf(tmp, sizeof tmp, "%.17g", d);
-        if (!strpbrk(tmp, ".eEn")) { tmp[len++] = '.'; tmp[len++] = '0'; tmp[len] = 0; }
+        len = cj_format_double(d, tmp);
+        /* A float stays a float when read back: "3.0", not "3". */
+        if (!memchr(tmp, '.', len) && !memchr(tmp, 'e', len)) { tmp[len++] = '.'; tmp[len++] = '0'; }
     }
-    put(L, b, tmp, (size_t)len);
+    put(L, b, tmp, len);
 }
 
 /* 1 and the length when the table encodes as an array. */
@@ -137,9 +122,11 @@ static void enc_table(lua_State *L, lb_buf *b, int idx, int depth) {
             const char *k = lua_tolstring(L, -2, &kl);
             enc_string(L, b, k, kl);
         } else if (kt == LUA_TNUMBER && lua_isinteger(L, -2)) {
-            char tmp[32];
-            int len = snprintf(tmp, sizeof tmp, "\"%lld\"", (long long)lua_tointeger(L, -2));
-            put(L, b, tmp, (size_t)len);
+            char tmp[24];
+            size_t len = cj_format_int((int64_t)lua_tointeger(L, -2), tmp + 1);
+            tmp[0] = '"';
+            tmp[len + 1] = '"';
+            put(L, b, tmp, len + 2);
         } else {
             luaL_error(L, "cannot encode a table key of type %s", luaL_typename(L, -2));
         }
@@ -175,195 +162,84 @@ void lb_json_encode(lua_State *L, int idx, lb_buf *b) {
 
 /* ---------------------------------------------------------------- decode */
 
-typedef struct { const char *p, *end, *start; lua_State *L; } dec;
+/* Tokens on the C stack; a larger document gets a tape userdata of the exact size (counted by
+ * the VM's allocator and collected even when a later allocation raises). */
+#define STACK_TOKENS 128
 
-static void dec_fail(dec *d, const char *what) {
-    luaL_error(d->L, "invalid JSON: %s at offset %d", what, (int)(d->p - d->start));
-}
-static void skip_ws(dec *d) {
-    while (d->p < d->end && (*d->p == ' ' || *d->p == '\t' || *d->p == '\n' || *d->p == '\r')) d->p++;
-}
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-static unsigned read_u4(dec *d) {
-    if (d->end - d->p < 4) dec_fail(d, "bad \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        int h = hexval(d->p[i]);
-        if (h < 0) dec_fail(d, "bad \\u escape");
-        v = v * 16 + (unsigned)h;
-    }
-    d->p += 4;
-    return v;
-}
+typedef struct {
+    lua_State *L;
+    const cj_tok *toks;
+    const uint8_t *src;
+    uint32_t i;
+} dec;
 
-static void dec_string(dec *d) {
-    lua_State *L = d->L;
-    d->p++;
-    const char *s = d->p;
-    while (d->p < d->end && *d->p != '"' && *d->p != '\\' && (unsigned char)*d->p >= 0x20) d->p++;
-    if (d->p < d->end && *d->p == '"') {
-        if (!lb_utf8_valid(s, (size_t)(d->p - s))) dec_fail(d, "invalid UTF-8");
-        lua_pushlstring(L, s, (size_t)(d->p - s));
-        d->p++;
+static void dec_string(dec *d, const cj_tok *t) {
+    const uint8_t *s = d->src + t->off;
+    if (!(t->flags & CJ_F_ESCAPED)) {
+        lua_pushlstring(d->L, (const char *)s, t->len);
         return;
     }
     luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    luaL_addlstring(&b, s, (size_t)(d->p - s));
-    const char *run = d->p;
-    for (;;) {
-        if (d->p >= d->end) dec_fail(d, "unterminated string");
-        unsigned char c = (unsigned char)*d->p;
-        if (c == '"') break;
-        if (c < 0x20) dec_fail(d, "control character in string");
-        if (c != '\\') { d->p++; continue; }
-        luaL_addlstring(&b, run, (size_t)(d->p - run));
-        d->p++;
-        if (d->p >= d->end) dec_fail(d, "bad escape");
-        char e = *d->p++;
-        switch (e) {
-        case '"': luaL_addchar(&b, '"'); break;
-        case '\\': luaL_addchar(&b, '\\'); break;
-        case '/': luaL_addchar(&b, '/'); break;
-        case 'b': luaL_addchar(&b, '\b'); break;
-        case 'f': luaL_addchar(&b, '\f'); break;
-        case 'n': luaL_addchar(&b, '\n'); break;
-        case 'r': luaL_addchar(&b, '\r'); break;
-        case 't': luaL_addchar(&b, '\t'); break;
-        case 'u': {
-            unsigned cp = read_u4(d);
-            if (cp >= 0xD800 && cp <= 0xDBFF) {
-                if (d->end - d->p < 6 || d->p[0] != '\\' || d->p[1] != 'u') dec_fail(d, "lone surrogate");
-                d->p += 2;
-                unsigned lo = read_u4(d);
-                if (lo < 0xDC00 || lo > 0xDFFF) dec_fail(d, "lone surrogate");
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                dec_fail(d, "lone surrogate");
-            }
-            char u[4];
-            int n;
-            if (cp < 0x80) { u[0] = (char)cp; n = 1; }
-            else if (cp < 0x800) { u[0] = (char)(0xC0 | (cp >> 6)); u[1] = (char)(0x80 | (cp & 0x3F)); n = 2; }
-            else if (cp < 0x10000) { u[0] = (char)(0xE0 | (cp >> 12)); u[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[2] = (char)(0x80 | (cp & 0x3F)); n = 3; }
-            else { u[0] = (char)(0xF0 | (cp >> 18)); u[1] = (char)(0x80 | ((cp >> 12) & 0x3F)); u[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); u[3] = (char)(0x80 | (cp & 0x3F)); n = 4; }
-            luaL_addlstring(&b, u, (size_t)n);
-            break;
-        }
-        default: dec_fail(d, "bad escape");
-        }
-        run = d->p;
-    }
-    luaL_addlstring(&b, run, (size_t)(d->p - run));
-    d->p++;
-    luaL_pushresult(&b);
-    size_t n;
-    const char *r = lua_tolstring(L, -1, &n);
-    if (!lb_utf8_valid(r, n)) dec_fail(d, "invalid UTF-8");
+    char *p = luaL_buffinitsize(d->L, &b, t->len);
+    luaL_pushresultsize(&b, cj_unescape((uint8_t *)p, s, t->len));
 }
 
-static void dec_number(dec *d) {
-    const char *s = d->p;
-    int is_float = 0;
-    if (d->p < d->end && *d->p == '-') d->p++;
-    if (d->p >= d->end) dec_fail(d, "bad number");
-    if (*d->p == '0') d->p++;
-    else if (*d->p >= '1' && *d->p <= '9') { while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++; }
-    else dec_fail(d, "bad number");
-    if (d->p < d->end && *d->p == '.') {
-        is_float = 1; d->p++;
-        if (d->p >= d->end || *d->p < '0' || *d->p > '9') dec_fail(d, "bad number");
-        while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
-    }
-    if (d->p < d->end && (*d->p == 'e' || *d->p == 'E')) {
-        is_float = 1; d->p++;
-        if (d->p < d->end && (*d->p == '+' || *d->p == '-')) d->p++;
-        if (d->p >= d->end || *d->p < '0' || *d->p > '9') dec_fail(d, "bad number");
-        while (d->p < d->end && *d->p >= '0' && *d->p <= '9') d->p++;
-    }
-    char tmp[80];
-    size_t n = (size_t)(d->p - s);
-    if (n >= sizeof tmp) dec_fail(d, "number too long");
-    memcpy(tmp, s, n);
-    tmp[n] = 0;
-    if (!is_float) {
-        char *endp;
-        errno = 0;
-        long long v = strtoll(tmp, &endp, 10);
-        if (errno == 0) { lua_pushinteger(d->L, (lua_Integer)v); return; }
-    }
-    lua_pushnumber(d->L, strtod(tmp, NULL));
-}
-
-static void dec_value(dec *d, int depth);
-
-static void dec_lit(dec *d, const char *lit, size_t n) {
-    if ((size_t)(d->end - d->p) < n || memcmp(d->p, lit, n) != 0) dec_fail(d, "unexpected character");
-    d->p += n;
-}
-
-static void dec_value(dec *d, int depth) {
+static void dec_value(dec *d) {
     lua_State *L = d->L;
-    if (depth > MAX_DEPTH) dec_fail(d, "nesting too deep");
-    luaL_checkstack(L, 4, "json");
-    skip_ws(d);
-    if (d->p >= d->end) dec_fail(d, "unexpected end");
-    switch (*d->p) {
-    case '{': {
-        d->p++;
-        lua_newtable(L);
-        skip_ws(d);
-        if (d->p < d->end && *d->p == '}') { d->p++; return; }
-        for (;;) {
-            skip_ws(d);
-            if (d->p >= d->end || *d->p != '"') dec_fail(d, "expected a key");
-            dec_string(d);
-            skip_ws(d);
-            if (d->p >= d->end || *d->p != ':') dec_fail(d, "expected ':'");
-            d->p++;
-            dec_value(d, depth + 1);
+    const cj_tok *t = &d->toks[d->i++];
+    switch (t->type) {
+    case CJ_OBJECT:
+        luaL_checkstack(L, 4, "json");
+        lua_createtable(L, 0, (int)(t->len < 1u << 20 ? t->len : 1u << 20));
+        for (uint32_t k = 0; k < t->len; k++) {
+            dec_string(d, &d->toks[d->i++]);
+            dec_value(d);
             lua_rawset(L, -3);
-            skip_ws(d);
-            if (d->p < d->end && *d->p == ',') { d->p++; continue; }
-            if (d->p < d->end && *d->p == '}') { d->p++; return; }
-            dec_fail(d, "expected ',' or '}'");
         }
-    }
-    case '[': {
-        d->p++;
-        lua_newtable(L);
+        return;
+    case CJ_ARRAY:
+        luaL_checkstack(L, 4, "json");
+        lua_createtable(L, (int)(t->len < 1u << 20 ? t->len : 1u << 20), 0);
         lua_rawgetp(L, LUA_REGISTRYINDEX, &lb_key_array_mt);
         lua_setmetatable(L, -2);
-        skip_ws(d);
-        if (d->p < d->end && *d->p == ']') { d->p++; return; }
-        lua_Integer i = 1;
-        for (;;) {
-            dec_value(d, depth + 1);
-            lua_rawseti(L, -2, i++);
-            skip_ws(d);
-            if (d->p < d->end && *d->p == ',') { d->p++; continue; }
-            if (d->p < d->end && *d->p == ']') { d->p++; return; }
-            dec_fail(d, "expected ',' or ']'");
+        for (uint32_t k = 0; k < t->len; k++) {
+            dec_value(d);
+            lua_rawseti(L, -2, (lua_Integer)k + 1);
         }
+        return;
+    case CJ_STRING: dec_string(d, t); return;
+    case CJ_NUMBER: {
+        int64_t iv;
+        double dv;
+        /* Integers beyond 64 bits become floats; beyond a double's range, +/-inf (as strtod). */
+        if (cj_number(d->src + t->off, t->len, &iv, &dv) == CJ_NUM_INT) lua_pushinteger(L, (lua_Integer)iv);
+        else lua_pushnumber(L, dv);
+        return;
     }
-    case '"': dec_string(d); return;
-    case 't': dec_lit(d, "true", 4); lua_pushboolean(L, 1); return;
-    case 'f': dec_lit(d, "false", 5); lua_pushboolean(L, 0); return;
-    case 'n': dec_lit(d, "null", 4); lua_pushlightuserdata(L, NULL); return;
-    default: dec_number(d); return;
+    case CJ_TRUE: lua_pushboolean(L, 1); return;
+    case CJ_FALSE: lua_pushboolean(L, 0); return;
+    default: lua_pushlightuserdata(L, NULL); return;   /* json.null */
     }
 }
 
 int lb_json_decode(lua_State *L, const char *s, size_t n) {
-    dec d = {s, s + n, s, L};
-    dec_value(&d, 0);
-    skip_ws(&d);
-    if (d.p != d.end) dec_fail(&d, "trailing characters");
+    /* MAX_DEPTH counts the levels below the top value, so MAX_DEPTH + 1 containers may nest. */
+    const unsigned max_depth = MAX_DEPTH + 1;
+    cj_tok stack_toks[STACK_TOKENS];
+    cj_tape t = {stack_toks, STACK_TOKENS, 0, 0, NULL};
+    int rc = cj_parse(&t, (const uint8_t *)s, n, max_depth);
+    int boxed = 0;
+    if (rc == CJ_EFULL) {
+        uint32_t need = t.count;
+        t.toks = lua_newuserdatauv(L, (size_t)need * sizeof(cj_tok), 0);
+        t.cap = need;
+        boxed = 1;
+        rc = cj_parse(&t, (const uint8_t *)s, n, max_depth);
+    }
+    if (rc != CJ_OK) luaL_error(L, "invalid JSON: %s at offset %d", t.err ? t.err : "too many tokens", (int)t.err_off);
+    dec d = {L, t.toks, (const uint8_t *)s, 0};
+    dec_value(&d);
+    if (boxed) lua_remove(L, -2);
     return 1;
 }
 
