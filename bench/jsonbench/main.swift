@@ -1,6 +1,7 @@
 // `swift run -c release jsonbench`: CPU per parse / encode of a 1 KB Parse object with our
 // codec (MoonbaseJSON), the DESIGN §9 JSON budget (≤ 10 µs each way). Run by `make bench`.
 import MoonbaseCore
+import CJSON
 import MoonbaseJSON
 
 let doc = """
@@ -32,6 +33,63 @@ for _ in 0..<3 {
     }
     measure("encode (JSONValue → bytes)", 100_000) {
         sink &+= JSON.encode(value).count
+    }
+}
+
+// Per part of the writer: CJSON (what MoonbaseJSON uses) against the former pure-Swift code.
+let strings: [String] = {
+    var all: [String] = []
+    func collect(_ v: JSONValue) {
+        switch v {
+        case .string(let s): all.append(s)
+        case .array(let a): a.forEach(collect)
+        case .object(let o): for e in o { all.append(e.key); collect(e.value) }
+        default: break
+        }
+    }
+    collect(value)
+    return all
+}()
+let doubles: [Double] = [40.73612, -73.99107, 0.87312, 0.1, 1234.5678, 3.14159265358979, 0.5, 99.25]
+let farDoubles: [Double] = [1e-7, 2.5e20, 6.02214076e23, -1.602176634e-19, 1.7976931348623157e308, .leastNonzeroMagnitude, 1e15 + 0.5, 3e-5]
+print("parts: \(strings.count) strings (\(strings.reduce(0) { $0 + $1.utf8.count }) bytes); doubles in 1e-4..<1e15 and far from it")
+var out: [UInt8] = []
+out.reserveCapacity(4096)
+for _ in 0..<2 {
+    measure("strings, CJSON escaper      ", 100_000) {
+        var w = JSONWriter(capacity: 1024)
+        for s in strings { w.string(s) }
+        sink &+= w.bytes.count
+    }
+    measure("strings, Swift escaper      ", 100_000) {
+        var o: [UInt8] = []
+        o.reserveCapacity(1024)
+        for var s in strings { s.withUTF8 { swiftEscape(&o, $0) } }
+        sink &+= o.count
+    }
+    measure("8 doubles, cj_format_double ", 100_000) {
+        var o: [UInt8] = []
+        o.reserveCapacity(256)
+        for d in doubles { cDouble(&o, d) }
+        sink &+= o.count
+    }
+    measure("8 doubles, Swift description", 100_000) {
+        var o: [UInt8] = []
+        o.reserveCapacity(256)
+        for d in doubles { swiftDouble(&o, d) }
+        sink &+= o.count
+    }
+    measure("8 far doubles, cj_format_double  ", 100_000) {
+        var o: [UInt8] = []
+        o.reserveCapacity(256)
+        for d in farDoubles { cDouble(&o, d) }
+        sink &+= o.count
+    }
+    measure("8 far doubles, Swift description ", 100_000) {
+        var o: [UInt8] = []
+        o.reserveCapacity(256)
+        for d in farDoubles { swiftDouble(&o, d) }
+        sink &+= o.count
     }
 }
 if sink == 42 { print("") }
