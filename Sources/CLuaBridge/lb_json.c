@@ -184,16 +184,21 @@ static void dec_string(dec *d, const cj_tok *t) {
     luaL_pushresultsize(&b, cj_unescape((uint8_t *)p, s, t->len));
 }
 
-static void dec_value(dec *d) {
+static void dec_value(dec *d, int depth) {
     lua_State *L = d->L;
     const cj_tok *t = &d->toks[d->i++];
+    /* As before the shared tokenizer: no value below MAX_DEPTH enclosing containers (cj_parse
+     * let through one more level of containers, so only their children land here). */
+    if (depth > MAX_DEPTH) {
+        luaL_error(L, "invalid JSON: nesting too deep at offset %d", (int)t->off - (t->type == CJ_STRING));
+    }
     switch (t->type) {
     case CJ_OBJECT:
         luaL_checkstack(L, 4, "json");
         lua_createtable(L, 0, (int)(t->len < 1u << 20 ? t->len : 1u << 20));
         for (uint32_t k = 0; k < t->len; k++) {
             dec_string(d, &d->toks[d->i++]);
-            dec_value(d);
+            dec_value(d, depth + 1);
             lua_rawset(L, -3);
         }
         return;
@@ -203,7 +208,7 @@ static void dec_value(dec *d) {
         lua_rawgetp(L, LUA_REGISTRYINDEX, &lb_key_array_mt);
         lua_setmetatable(L, -2);
         for (uint32_t k = 0; k < t->len; k++) {
-            dec_value(d);
+            dec_value(d, depth + 1);
             lua_rawseti(L, -2, (lua_Integer)k + 1);
         }
         return;
@@ -223,7 +228,8 @@ static void dec_value(dec *d) {
 }
 
 int lb_json_decode(lua_State *L, const char *s, size_t n) {
-    /* MAX_DEPTH counts the levels below the top value, so MAX_DEPTH + 1 containers may nest. */
+    /* MAX_DEPTH counts the levels below the top value: MAX_DEPTH + 1 containers may nest (the
+     * innermost one empty; dec_value refuses anything deeper). */
     const unsigned max_depth = MAX_DEPTH + 1;
     cj_tok stack_toks[STACK_TOKENS];
     cj_tape t = {stack_toks, STACK_TOKENS, 0, 0, NULL};
@@ -238,7 +244,7 @@ int lb_json_decode(lua_State *L, const char *s, size_t n) {
     }
     if (rc != CJ_OK) luaL_error(L, "invalid JSON: %s at offset %d", t.err ? t.err : "too many tokens", (int)t.err_off);
     dec d = {L, t.toks, (const uint8_t *)s, 0};
-    dec_value(&d);
+    dec_value(&d, 0);
     if (boxed) lua_remove(L, -2);
     return 1;
 }
