@@ -36,6 +36,19 @@ for _ in 0..<3 {
     }
 }
 
+// A 100-object batch (about 95 KB): more tokens than the stack tape holds, so the tokenizer
+// runs twice (count, then fill an exact heap tape).
+let batch = Array(("[" + Array(repeating: doc, count: 100).joined(separator: ",") + "]").utf8)
+let batchValue = try! JSON.parse(batch)
+for _ in 0..<2 {
+    measure("parse  100-object batch (\(batch.count / 1000) KB)", 2_000) {
+        if case .array(let a) = try! JSON.parse(batch) { sink &+= a.count }
+    }
+    measure("encode 100-object batch", 2_000) {
+        sink &+= JSON.encode(batchValue).count
+    }
+}
+
 // Per part of the writer: CJSON (what MoonbaseJSON uses) against the former pure-Swift code.
 let strings: [String] = {
     var all: [String] = []
