@@ -1,6 +1,7 @@
 /*
- * String bodies: decoding the escapes of a validated token, and escaping for output.
- * Both copy runs of plain bytes with memcpy; the escape scan looks at 8 bytes at a time.
+ * String bodies: decoding the escapes of a validated token, escaping for output, and UTF-8
+ * validation (RFC 3629) for strings that did not come through cj_parse.
+ * Unescaping and escaping copy runs of plain bytes with memcpy; the scans look at 8 bytes at a time.
  */
 #include "cj_internal.h"
 
@@ -122,4 +123,18 @@ size_t cj_escape(uint8_t *dst, const uint8_t *src, size_t n) {
         }
     }
     return o;
+}
+
+/* ASCII runs are skipped 8 bytes at a time. */
+
+int cj_utf8_valid(const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n && (cj_load8(s + i) & CJ_HIGHS) == 0) { i += 8; continue; }
+        if (s[i] < 0x80) { i++; continue; }
+        size_t k = cj_utf8_seq(s, i, n);
+        if (k == 0) return 0;
+        i += k;
+    }
+    return 1;
 }
