@@ -2,10 +2,14 @@ import MoonbaseCore
 
 /// Entry points of the codec: bytes ↔ `JSONValue`.
 ///
-/// The request path never touches Foundation's JSON (FINDINGS §5).
+/// The request path never touches Foundation's JSON (FINDINGS §5). The byte-level work is the C
+/// target CJSON, shared with the Lua bridge (DESIGN §2): its tokenizer validates and its escaper
+/// and number formatter write; Swift only builds and walks `JSONValue` trees.
 public enum JSON {
-    /// Parses a complete JSON text (RFC 8259; leading/trailing white space allowed).
-    /// - Throws: `ParseError` 107 with the byte offset of the problem.
+    /// Parses a complete JSON text (RFC 8259; leading/trailing white space allowed; a UTF-8 byte
+    /// order mark is refused; at most 512 nested arrays/objects; `-0` is the integer 0; integer
+    /// literals beyond Int64 become doubles; a magnitude beyond Double is refused).
+    /// - Throws: `ParseError` 107, "invalid JSON: <what> at offset N".
     public static func parse(_ bytes: [UInt8]) throws(ParseError) -> JSONValue {
         let r: Result<JSONValue, ParseError> = bytes.withUnsafeBufferPointer { buf in
             Result { () throws(ParseError) -> JSONValue in try parse(buf) }
