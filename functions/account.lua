@@ -6,12 +6,6 @@ local GENDERS = {female = true, male = true, other = true}
 local PAGE = 10000   -- Lua's db.find maximum
 local CHUNK = 1000   -- the largest $in list a query takes
 
-local function fail(code, message) error(cloud.error(code, message), 0) end
-
-local function ptr(className, id) return {__type = "Pointer", className = className, objectId = id} end
-
-local function present(v) return v ~= nil and v ~= json.null end
-
 -- The objectId of a pointer or object table (or an id string, as distinct may return).
 local function idOf(v)
   if type(v) == "table" then return v.objectId end
@@ -117,11 +111,7 @@ cloud.beforeDelete("_User", function(req)
 end)
 
 cloud.afterDelete("_User", function(req)
-  local avatar = req.object.avatar
-  if present(avatar) then
-    local ok, err = pcall(files.delete, avatar)
-    if not ok then log.warn("avatar of user " .. tostring(req.object.objectId) .. " not deleted: " .. tostring(err)) end
-  end
+  deleteFileQuietly(req.object.avatar, "avatar of user " .. tostring(req.object.objectId))
 end)
 
 -- deleteAccount {password} -> {deleted = {posts, comments, reactions, views}}: one transaction.

@@ -3,48 +3,6 @@
 -- function: a post's comments oldest first, `limit` (default 5) at a time, each with
 -- authorUsername.
 
-local function fail(code, message) error(cloud.error(code, message), 0) end
-
-local function ptr(className, id) return {__type = "Pointer", className = className, objectId = id} end
-
-local function present(v) return v ~= nil and v ~= json.null end
-
-local function pointerId(v, className)
-  if type(v) == "table" and v.__type == "Pointer" and v.className == className and type(v.objectId) == "string" then
-    return v.objectId
-  end
-  return nil
-end
-
-local function integral(v)
-  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or v ~= math.floor(v) then return nil end
-  return math.tointeger(v)
-end
-
--- An optional whole-number parameter within [lo, hi].
-local function intParam(params, name, default, lo, hi)
-  local v = params[name]
-  if not present(v) then return default end
-  local n = integral(v)
-  if not n or n < lo or n > hi then fail(142, name .. " must be a whole number from " .. lo .. " to " .. hi) end
-  return n
-end
-
-local function checkText(text)
-  if type(text) ~= "string" then fail(142, "text is required and must be a string") end
-  local n = utf8.len(text)
-  if not n then fail(142, "text must be valid UTF-8") end
-  if not text:find("%S") then fail(142, "text must not be empty") end
-  if n > 500 then fail(142, "text must be at most 500 characters (got " .. n .. ")") end
-end
-
--- Adds to the post's counter by an SQL increment; a post already gone has nothing to fix.
-local function bumpPost(postId, field, amount)
-  if db.get("Post", postId, {keys = "objectId", master = true}) then
-    db.update("Post", postId, {[field] = {__op = "Increment", amount = amount}}, {master = true})
-  end
-end
-
 local function sameRef(a, b)
   if a == b then return true end
   if type(a) ~= "table" or type(b) ~= "table" then return false end
@@ -75,7 +33,7 @@ cloud.beforeSave("Comment", function(req)
       end
     end
     o.ACL = {["*"] = {read = true}, [o.author.objectId] = {read = true, write = true}}
-    db.update("Post", postId, {commentsCount = {__op = "Increment", amount = 1}}, {master = true})
+    db.update("Post", postId, {commentsCount = increment(1)}, {master = true})
     return
   end
   for _, f in ipairs({"post", "author", "replyTo"}) do
@@ -86,7 +44,7 @@ end)
 
 cloud.beforeDelete("Comment", function(req)
   local postId = pointerId(req.object.post, "Post")
-  if postId then bumpPost(postId, "commentsCount", -1) end
+  if postId then bumpPost(postId, {commentsCount = increment(-1)}) end
 end)
 
 cloud.define("comments", {requireUser = true}, function(req)
@@ -112,6 +70,5 @@ cloud.define("comments", {requireUser = true}, function(req)
     local a = pointerId(c.author, "_User")
     if a then c.authorUsername = names[a] end
   end
-  if #list == 0 then return json.array() end
-  return list
+  return asList(list)
 end)

@@ -8,16 +8,6 @@
 
 local BATCH = 1000  -- the largest $in list a query takes
 
-local function fail(code, message) error(cloud.error(code, message), 0) end
-
-local function ptr(className, id) return {__type = "Pointer", className = className, objectId = id} end
-
-local function present(v) return v ~= nil and v ~= json.null end
-
-local function dateAt(ms)
-  return {__type = "Date", iso = os.date("!%Y-%m-%dT%H:%M:%S", ms // 1000) .. string.format(".%03dZ", ms % 1000)}
-end
-
 cloud.job("cleanupExpiredPosts", function(req)
   local params = req.params or {}
   local grace = params.graceMinutes
@@ -49,10 +39,7 @@ cloud.job("cleanupExpiredPosts", function(req)
     end)
     if n == 0 then break end
     deleted = deleted + n
-    for _, photo in ipairs(photos) do
-      local ok, err = pcall(files.delete, photo)
-      if not ok then log.warn("photo " .. tostring(photo.name) .. " not deleted: " .. tostring(err)) end
-    end
+    for _, photo in ipairs(photos) do deleteFileQuietly(photo, "photo " .. tostring(photo.name)) end
     req.progress(math.min(1, deleted / math.max(total, 1)), "deleted " .. deleted .. " of " .. total)
   end
   return {deleted = deleted}

@@ -5,7 +5,7 @@
 --               (REST reads and the functions' db.* reads as the caller both pass here);
 --   beforeDelete deletes the post's comments, reactions and views inside the deleting transaction;
 --   afterDelete removes the photo file once the delete has committed.
--- Files cannot share code (no require in the sandbox), so each file keeps its own small helpers.
+-- Shared helpers (fail, ptr, present, integral, dateAt, checkText, ...) live in _lib.lua.
 
 local CATEGORIES = {Coffee = true, Food = true, Drinks = true, Sights = true, Arts = true}
 local COUNTERS = {"likesCount", "dislikesCount", "commentsCount", "viewsCount"}
@@ -13,16 +13,6 @@ local FLAGS = {"hideLocation", "hideUsername", "hideProfilePic"}
 local LOCKED = {"likesCount", "dislikesCount", "commentsCount", "viewsCount",
                 "author", "location", "validityMinutes", "expiresAt"}
 local MAX_VALIDITY = 10080
-
-local function fail(code, message) error(cloud.error(code, message), 0) end
-
-local function ptr(className, id) return {__type = "Pointer", className = className, objectId = id} end
-
-local function present(v) return v ~= nil and v ~= json.null end
-
-local function dateAt(ms)
-  return {__type = "Date", iso = os.date("!%Y-%m-%dT%H:%M:%S", ms // 1000) .. string.format(".%03dZ", ms % 1000)}
-end
 
 -- Deep equality of two decoded JSON values (pointers compare by class and id).
 local function same(a, b)
@@ -36,22 +26,8 @@ local function same(a, b)
   return true
 end
 
-local function integral(v)
-  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or v ~= math.floor(v) then return nil end
-  return math.tointeger(v)
-end
-
-local function checkText(text)
-  if type(text) ~= "string" then fail(142, "text is required and must be a string") end
-  local n = utf8.len(text)
-  if not n then fail(142, "text must be valid UTF-8") end
-  if not text:find("%S") then fail(142, "text must not be empty") end
-  if n > 500 then fail(142, "text must be at most 500 characters (got " .. n .. ")") end
-end
-
 local function checkGeoPoint(v, name)
-  if type(v) ~= "table" or v.__type ~= "GeoPoint" or type(v.latitude) ~= "number" or type(v.longitude) ~= "number"
-     or v.latitude < -90 or v.latitude > 90 or v.longitude < -180 or v.longitude > 180 then
+  if not isGeoPoint(v) then
     fail(142, name .. " is required and must be a GeoPoint (latitude -90..90, longitude -180..180)")
   end
 end
@@ -177,9 +153,5 @@ end)
 
 -- After commit: the photo file. A file already gone is not an error worth failing over.
 cloud.afterDelete("Post", function(req)
-  local photo = req.object.photo
-  if present(photo) then
-    local ok, err = pcall(files.delete, photo)
-    if not ok then log.warn("photo of post " .. tostring(req.object.objectId) .. " not deleted: " .. tostring(err)) end
-  end
+  deleteFileQuietly(req.object.photo, "photo of post " .. tostring(req.object.objectId))
 end)

@@ -5,26 +5,6 @@
 
 local KINDS = {like = "likesCount", dislike = "dislikesCount"}
 
-local function fail(code, message) error(cloud.error(code, message), 0) end
-
-local function ptr(className, id) return {__type = "Pointer", className = className, objectId = id} end
-
-local function pointerId(v, className)
-  if type(v) == "table" and v.__type == "Pointer" and v.className == className and type(v.objectId) == "string" then
-    return v.objectId
-  end
-  return nil
-end
-
-local function increment(n) return {__op = "Increment", amount = n} end
-
--- Adds to the post's counters by SQL increments; a post already gone has nothing to fix.
-local function bumpPost(postId, changes)
-  if db.get("Post", postId, {keys = "objectId", master = true}) then
-    db.update("Post", postId, changes, {master = true})
-  end
-end
-
 local function requirePostId(params)
   local id = params and params.postId
   if type(id) ~= "string" or id == "" then fail(142, "postId is required") end

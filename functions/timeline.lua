@@ -6,29 +6,7 @@ local CATEGORIES = {Coffee = true, Food = true, Drinks = true, Sights = true, Ar
 local MAX_LIMIT = 1000
 local MAX_RADIUS_MILES = 12500
 
-local function fail(code, message) error(cloud.error(code, message), 0) end
-
-local function ptr(className, id) return {__type = "Pointer", className = className, objectId = id} end
-
-local function present(v) return v ~= nil and v ~= json.null end
-
-local function nowDate()
-  local ms = time.now()
-  return {__type = "Date", iso = os.date("!%Y-%m-%dT%H:%M:%S", ms // 1000) .. string.format(".%03dZ", ms % 1000)}
-end
-
-local function integral(v)
-  if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or v ~= math.floor(v) then return nil end
-  return math.tointeger(v)
-end
-
-local function intParam(params, name, default, lo, hi)
-  local v = params[name]
-  if not present(v) then return default end
-  local n = integral(v)
-  if not n or n < lo or n > hi then fail(142, name .. " must be a whole number from " .. lo .. " to " .. hi) end
-  return n
-end
+local function nowDate() return dateAt(time.now()) end
 
 local function geoParam(params, name, required)
   local v = params[name]
@@ -36,8 +14,7 @@ local function geoParam(params, name, required)
     if required then fail(142, name .. " is required (a GeoPoint)") end
     return nil
   end
-  if type(v) ~= "table" or v.__type ~= "GeoPoint" or type(v.latitude) ~= "number" or type(v.longitude) ~= "number"
-     or v.latitude < -90 or v.latitude > 90 or v.longitude < -180 or v.longitude > 180 then
+  if not isGeoPoint(v) then
     fail(142, name .. " must be a GeoPoint {__type: \"GeoPoint\", latitude: -90..90, longitude: -180..180}")
   end
   return {__type = "GeoPoint", latitude = v.latitude, longitude = v.longitude}
@@ -58,11 +35,6 @@ local function categoryParam(params, where)
   if not present(c) then return end
   if not CATEGORIES[c] then fail(142, "category must be one of Coffee, Food, Drinks, Sights, Arts") end
   where.category = c
-end
-
-local function asList(list)
-  if #list == 0 then return json.array() end
-  return list
 end
 
 -- timeline {location, sort: newest | trending, radiusMiles = 5, category?, limit = 20, skip = 0}
