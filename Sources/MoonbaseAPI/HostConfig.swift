@@ -76,6 +76,7 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_LUA_MAX_DB_OPS") { c.luaMaxDbOps = v }
         if let v = try int("MOONBASE_LUA_MAX_INSTRUCTIONS") { c.luaMaxInstructions = v }
         if let v = try int("MOONBASE_WORKERS"), v > 0 { c.workers = v }
+        if let v = try int("MOONBASE_IO_THREADS"), v > 0 { c.ioThreads = v }
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
         if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }
