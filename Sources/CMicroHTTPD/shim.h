@@ -7,6 +7,10 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
 #include <microhttpd.h>
 
 /* Static-inline shims over libmicrohttpd's variadic entry points (Swift cannot call C
@@ -109,4 +113,53 @@ static inline int mb_unblock_signal(int sig) {
     sigemptyset(&set);
     sigaddset(&set, sig);
     return pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+}
+
+/* A one-waiter parking word for the worker pool: 0 = armed, 1 = woken, 2 = asleep in the
+ * kernel. The waiter spins up to `spin_ns` before sleeping; the waker makes a futex call only
+ * when the waiter really sleeps, so waking a worker that is still spinning costs one atomic
+ * exchange. */
+
+/** Arms the word before the owner advertises itself as idle (under the pool's mutex). */
+static inline void mb_parker_arm(uint32_t *w) { __atomic_store_n(w, 0, __ATOMIC_RELAXED); }
+
+static inline void mb_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static inline uint64_t mb_mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/** Waits until `mb_parker_wake`: spins up to `spin_ns`, then sleeps on the futex. */
+static inline void mb_parker_wait(uint32_t *w, uint64_t spin_ns) {
+    if (spin_ns > 0) {
+        uint64_t end = mb_mono_ns() + spin_ns;
+        for (unsigned i = 1;; i++) {
+            if (__atomic_load_n(w, __ATOMIC_ACQUIRE) == 1) return;
+            mb_cpu_relax();
+            if ((i & 31) == 0 && mb_mono_ns() >= end) break;
+        }
+    }
+    for (;;) {
+        uint32_t expected = 0;
+        if (!__atomic_compare_exchange_n(w, &expected, 2, 0, __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+            if (expected == 1) return;
+        }
+        /* Returns at once if the word is no longer 2; a spurious wake-up loops. */
+        syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    }
+}
+
+/** Wakes the word's waiter; a futex call only if it is asleep. */
+static inline void mb_parker_wake(uint32_t *w) {
+    if (__atomic_exchange_n(w, 1, __ATOMIC_RELEASE) == 2) {
+        syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
 }

@@ -25,7 +25,8 @@ final class ServerCore: Sendable {
     init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
         self.config = config
         self.handler = handler
-        pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs)
+        pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
+                              spinMicros: config.workerSpinMicros)
     }
 
     // MARK: First access-handler call: headers are in.
@@ -111,7 +112,7 @@ final class ServerCore: Sendable {
             }
             if state.overLimit { return answer(state, tooLarge(state.bodyLimit), close: true) }
             if let p = state.pending { return answer(state, p, close: false) }
-            if handler.runsInline(state.request) {
+            if handler.dispatch(&state.request) {
                 return answer(state, handler.handle(state.request), close: false)
             }
             state.phase = .suspended

@@ -11,26 +11,40 @@ protocol WorkItem: AnyObject {
     func cancel()
 }
 
-/// N long-lived pthreads pulling jobs from one mutex+condvar FIFO.
+/// N long-lived pthreads pulling jobs from one mutex-guarded FIFO.
 ///
 /// Our own threads, not libdispatch: they unblock `SIGURG` (the Lua watchdog interrupts
 /// workers with it) and live for the whole run, so `ThreadLocal` resources (a Lua VM, a SQLite
-/// read connection) are created once per worker. A sleeping worker is signalled only when one
-/// is idle, so a busy pool costs one lock round trip per job.
+/// read connection) are created once per worker.
 ///
-/// Thread-safety (`@unchecked Sendable`): `queue`, `stopping` and `idle` are only touched with
-/// `mutex` held; `threads` is written before any worker can observe the pool and read only by
-/// `stop()` (called once, serialised by `stopOnce`).
+/// Waking is the expensive part of a hand-off (a futex wake on the I/O thread, a context switch
+/// on the worker), so it is kept rare: an idle worker parks on its own futex word (no shared
+/// condition variable), idle workers form a LIFO stack so the most recently idle one (still
+/// spinning, or with a warm cache) is woken first, a job wakes a worker only when the queue
+/// holds more jobs than workers already woken for it, and a parked worker spins for
+/// `spinNanos` before sleeping in the kernel (waking a spinning worker costs one atomic
+/// exchange). Jobs still start on any free worker, so a long job holds one worker only.
+///
+/// Thread-safety (`@unchecked Sendable`): `queue`, `stopping`, `idle` and `wakePending` are
+/// only touched with `mutex` held; each parking word is written by its worker (arming, under
+/// `mutex`) and by the waker through C atomics; `threads` is written before any worker can
+/// observe the pool and read only by `stop()` (called once, serialised by `stopOnce`).
 final class WorkerPool: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private let cond: UnsafeMutablePointer<pthread_cond_t>
+    /// One parking word per worker, each on its own cache line (16 words apart).
+    private let words: UnsafeMutablePointer<UInt32>
+    private static let wordStride = 16
     private var queue = JobQueue()
     private var stopping = false
-    private var idle = 0
+    /// Parked workers, most recently parked last.
+    private var idle: [Int] = []
+    /// Workers taken off `idle` and woken that have not yet taken the lock again.
+    private var wakePending = 0
     private var threads: [pthread_t] = []
     private let stopOnce = Atomic<Bool>(false)
     let maxQueued: Int
     let count: Int
+    let spinNanos: UInt64
 
     /// The worker index of the calling thread (nil off the pool). Shared by every pool: a
     /// thread belongs to at most one.
@@ -45,13 +59,15 @@ final class WorkerPool: @unchecked Sendable {
         return k
     }()
 
-    init(workers: Int, maxQueued: Int) throws(HTTPServerError) {
+    init(workers: Int, maxQueued: Int, spinMicros: Int = 0) throws(HTTPServerError) {
         count = max(1, workers)
         self.maxQueued = max(1, maxQueued)
+        spinNanos = UInt64(max(0, spinMicros)) * 1000
         mutex = .allocate(capacity: 1)
-        cond = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
-        pthread_cond_init(cond, nil)
+        words = .allocate(capacity: count * WorkerPool.wordStride)
+        words.initialize(repeating: 0, count: count * WorkerPool.wordStride)
+        idle.reserveCapacity(count)
         _ = WorkerPool.indexKey
         for i in 0..<count {
             let ctx = Unmanaged.passRetained(WorkerContext(pool: self, index: i)).toOpaque()
@@ -67,11 +83,13 @@ final class WorkerPool: @unchecked Sendable {
     }
 
     deinit {
-        pthread_cond_destroy(cond)
         pthread_mutex_destroy(mutex)
-        cond.deallocate()
         mutex.deallocate()
+        words.deallocate()
     }
+
+    @inline(__always)
+    private func word(_ i: Int) -> UnsafeMutablePointer<UInt32> { words + i * WorkerPool.wordStride }
 
     /// Queues a job; false when the pool is stopping or the queue is full (caller answers 503).
     func submit(_ job: any WorkItem) -> Bool {
@@ -81,9 +99,13 @@ final class WorkerPool: @unchecked Sendable {
             return false
         }
         queue.push(job)
-        let wake = idle > 0
+        var wake = -1
+        if queue.count > wakePending, let w = idle.popLast() {
+            wake = w
+            wakePending += 1
+        }
         pthread_mutex_unlock(mutex)
-        if wake { pthread_cond_signal(cond) }
+        if wake >= 0 { mb_parker_wake(word(wake)) }
         return true
     }
 
@@ -102,8 +124,11 @@ final class WorkerPool: @unchecked Sendable {
         stopping = true
         var cancelled: [any WorkItem] = []
         while let j = queue.pop() { cancelled.append(j) }
+        let parked = idle
+        wakePending += parked.count
+        idle.removeAll()
         pthread_mutex_unlock(mutex)
-        pthread_cond_broadcast(cond)
+        for w in parked { mb_parker_wake(word(w)) }
         for j in cancelled { j.cancel() }
         for t in threads { pthread_join(t, nil) }
         threads.removeAll()
@@ -112,19 +137,26 @@ final class WorkerPool: @unchecked Sendable {
     fileprivate func loop(index: Int) {
         _ = mb_unblock_signal(SIGURG)
         pthread_setspecific(WorkerPool.indexKey, UnsafeRawPointer(bitPattern: index + 1))
+        let w = word(index)
+        pthread_mutex_lock(mutex)
         while true {
-            pthread_mutex_lock(mutex)
-            while queue.count == 0 && !stopping {
-                idle += 1
-                pthread_cond_wait(cond, mutex)
-                idle -= 1
+            if let job = queue.pop() {
+                pthread_mutex_unlock(mutex)
+                job.run(workerIndex: index)
+                pthread_mutex_lock(mutex)
+                continue
             }
-            guard let job = queue.pop() else {
+            if stopping {
                 pthread_mutex_unlock(mutex)  // stopping and drained
                 return
             }
+            mb_parker_arm(w)
+            idle.append(index)
             pthread_mutex_unlock(mutex)
-            job.run(workerIndex: index)
+            mb_parker_wait(w, spinNanos)
+            pthread_mutex_lock(mutex)
+            // Only a waker (submit or stop) takes us off `idle`, counting us in `wakePending`.
+            wakePending -= 1
         }
     }
 }

@@ -1,0 +1,138 @@
+import Glibc
+@testable import MoonbaseHTTP
+import Synchronization
+import Testing
+
+/// Shared counters for a batch of `CountingJob`s.
+private final class Tally: @unchecked Sendable {
+    // @unchecked: only the atomics and the mutex are shared.
+    let ran = Atomic<Int>(0)
+    let cancelled = Atomic<Int>(0)
+    let workers = Mutex<Set<Int>>([])
+
+    func waitForRuns(_ n: Int) -> Bool {
+        for _ in 0..<10_000 {
+            if ran.load(ordering: .relaxed) >= n { return true }
+            usleep(1_000)
+        }
+        return false
+    }
+}
+
+/// A job counting its runs and cancellations in a `Tally`, optionally blocking on a gate first.
+private final class TallyJob: WorkItem, @unchecked Sendable {
+    // @unchecked: `tally` is thread-safe, `gate` immutable.
+    let tally: Tally
+    let gate: Gate?
+    init(_ tally: Tally, gate: Gate? = nil) {
+        self.tally = tally
+        self.gate = gate
+    }
+    func run(workerIndex: Int) {
+        gate?.pass()
+        _ = tally.workers.withLock { $0.insert(workerIndex) }
+        tally.ran.add(1, ordering: .relaxed)
+    }
+    func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
+}
+
+@Suite("Worker pool: parking, waking, stopping", .timeLimit(.minutes(1)))
+struct WorkerPoolTests {
+    @Test(arguments: [0, 30])
+    func everyJobRunsOnceFromTwoSubmitters(spinMicros: Int) throws {
+        let pool = try WorkerPool(workers: 4, maxQueued: 100_000, spinMicros: spinMicros)
+        let tally = Tally()
+        let perThread = 5_000
+        let refused = Atomic<Int>(0)
+        let threads = (0..<2).map { _ in
+            Thread {
+                for _ in 0..<perThread where !pool.submit(TallyJob(tally)) { refused.add(1, ordering: .relaxed) }
+            }
+        }
+        threads.forEach { $0.join() }
+        #expect(refused.load(ordering: .relaxed) == 0)
+        #expect(tally.waitForRuns(2 * perThread))
+        pool.stop()
+        #expect(tally.ran.load(ordering: .relaxed) == 2 * perThread)
+        #expect(tally.cancelled.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func aBlockedJobHoldsOneWorkerOnly() throws {
+        let pool = try WorkerPool(workers: 3, maxQueued: 64)
+        let gate = Gate()
+        let blocked = Tally(), others = Tally()
+        #expect(pool.submit(TallyJob(blocked, gate: gate)))
+        #expect(gate.waitForArrivals(1))
+        // Jobs submitted one at a time (each waits for the previous): parked workers are woken
+        // although one worker is busy for as long as the gate stays shut.
+        for i in 1...20 {
+            #expect(pool.submit(TallyJob(others)))
+            #expect(others.waitForRuns(i))
+        }
+        #expect(blocked.ran.load(ordering: .relaxed) == 0)
+        gate.release()
+        #expect(blocked.waitForRuns(1))
+        pool.stop()
+    }
+
+    @Test func busyWorkersPickUpQueuedJobsWithoutAWake() throws {
+        // Both workers blocked: the queued jobs wait, then run on the same two workers.
+        let pool = try WorkerPool(workers: 2, maxQueued: 64)
+        let gate = Gate()
+        let tally = Tally()
+        for _ in 0..<10 { #expect(pool.submit(TallyJob(tally, gate: gate))) }
+        #expect(gate.waitForArrivals(2))
+        #expect(pool.queued == 8)
+        gate.release()
+        #expect(tally.waitForRuns(10))
+        #expect(tally.workers.withLock { $0 } == [0, 1])
+        pool.stop()
+    }
+
+    @Test func stopCancelsQueuedJobsAndRefusesNewOnes() throws {
+        let pool = try WorkerPool(workers: 1, maxQueued: 64)
+        let gate = Gate()
+        let tally = Tally()
+        for _ in 0..<5 { #expect(pool.submit(TallyJob(tally, gate: gate))) }
+        #expect(gate.waitForArrivals(1))
+        let stopper = Thread { pool.stop() }
+        // stop() cancels the 4 queued jobs at once, then waits for the running one.
+        for _ in 0..<10_000 where tally.cancelled.load(ordering: .relaxed) < 4 { usleep(1_000) }
+        #expect(tally.cancelled.load(ordering: .relaxed) == 4)
+        #expect(!pool.submit(TallyJob(tally)))
+        gate.release()
+        stopper.join()
+        #expect(tally.ran.load(ordering: .relaxed) == 1)
+    }
+
+    @Test func idleWorkersSleepAndWakeForLaterJobs() throws {
+        let pool = try WorkerPool(workers: 2, maxQueued: 8)
+        let tally = Tally()
+        for round in 1...3 {
+            usleep(20_000)  // every worker parked in the kernel
+            #expect(pool.submit(TallyJob(tally)))
+            #expect(tally.waitForRuns(round))
+        }
+        pool.stop()
+    }
+}
+
+/// A joinable pthread running a closure (test helper).
+private final class Thread: @unchecked Sendable {
+    // @unchecked: `tid` is written once by init before any other access.
+    private var tid = pthread_t()
+    init(_ body: @escaping @Sendable () -> Void) {
+        let box = Unmanaged.passRetained(Box(body)).toOpaque()
+        pthread_create(&tid, nil, { raw in
+            let b = Unmanaged<Box>.fromOpaque(raw!).takeRetainedValue()
+            b.body()
+            return nil
+        }, box)
+    }
+    func join() { pthread_join(tid, nil) }
+
+    private final class Box {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+}
