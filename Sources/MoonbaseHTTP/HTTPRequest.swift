@@ -21,6 +21,8 @@ public struct HTTPRequest: Sendable {
     /// The client's `X-Request-Id` when sane (1–64 of `[A-Za-z0-9_-]`), else a generated one.
     /// Echoed in the response header `X-Request-Id`.
     public var requestId: String
+    /// The handler's note from `HTTPHandler.dispatch` (nil until then), read back by `handle`.
+    public var note: (any AnyObject & Sendable)?
 
     public init(method: String, path: String, rawQuery: String = "", query: [(String, String)] = [],
                 headers: [(String, String)] = [], body: [UInt8] = [], remoteAddress: String = "",

@@ -49,9 +49,16 @@ public final class API: HTTPHandler {
         route(request.method, request.path)?.value.inline ?? true
     }
 
+    /// Matches the route once, on the I/O thread, and hands the match to `handle` in the note.
+    public func dispatch(_ request: inout HTTPRequest) -> Bool {
+        guard let m = route(request.method, request.path) else { return true }
+        request.note = RoutedNote(m)
+        return m.value.inline
+    }
+
     public func handle(_ http: HTTPRequest) -> HTTPResponse {
         let started = monotonicNanos()
-        guard let match = route(http.method, http.path) else {
+        guard let match = (http.note as? RoutedNote)?.match ?? route(http.method, http.path) else {
             let allowed = parseRoutes.allowedMethods(path: http.path)
             if !allowed.isEmpty {
                 return .parseError(status: 405, code: ParseErrorCode.commandUnavailable.rawValue,
@@ -205,6 +212,12 @@ public final class API: HTTPHandler {
     /// Parse's exact answer for a bad application id or REST key: 403 without a code.
     /// Marked by code 0, which `handle` renders without a code.
     static let unauthorized = ParseError(ParseErrorCode(0), "unauthorized", status: 403)
+}
+
+/// The route `API.dispatch` matched, carried to `handle` in `HTTPRequest.note`.
+final class RoutedNote: Sendable {
+    let match: RouteMatch<Endpoint>
+    init(_ match: RouteMatch<Endpoint>) { self.match = match }
 }
 
 extension String {

@@ -5,26 +5,29 @@ enum SegmentKind: Equatable {
     case wildcard
 }
 
-/// What a registration stores: the pattern, its parameter names and the value.
-struct RouteEndpoint<Value: Sendable>: Sendable {
-    let pattern: String
-    let paramNames: [String]
-    let value: Value
+/// What a registration stores: the pattern, its parameter names and the index of its value
+/// in `Router.values` (the trie itself is not generic: no generic metadata on lookups).
+@usableFromInline
+struct RouteEndpoint: Sendable {
+    @usableFromInline let pattern: String
+    @usableFromInline let paramNames: [String]
+    @usableFromInline let index: Int
 }
 
 /// A trie node. Value type all the way down (children live in a dictionary and arrays), so a
 /// `Router` copy is an independent snapshot.
-struct RouteNode<Value: Sendable>: Sendable {
+@usableFromInline
+struct RouteNode: Sendable {
     var literals: [String: RouteNode] = [:]
     /// The parameter child (0 or 1 element; an array gives the recursive struct storage).
     var param: [RouteNode] = []
     /// Endpoints for a trailing `*` at this node, by method.
-    var wildcard: [String: RouteEndpoint<Value>] = [:]
+    var wildcard: [String: RouteEndpoint] = [:]
     /// Endpoints ending exactly here, by method.
-    var endpoints: [String: RouteEndpoint<Value>] = [:]
+    var endpoints: [String: RouteEndpoint] = [:]
 
     /// Inserts; false if this method+shape is already registered.
-    mutating func insert(_ kinds: ArraySlice<SegmentKind>, method: String, endpoint: RouteEndpoint<Value>) -> Bool {
+    mutating func insert(_ kinds: ArraySlice<SegmentKind>, method: String, endpoint: RouteEndpoint) -> Bool {
         guard let first = kinds.first else {
             if endpoints[method] != nil { return false }
             endpoints[method] = endpoint
@@ -47,14 +50,15 @@ struct RouteNode<Value: Sendable>: Sendable {
         }
     }
 
-    private func endpoint(in table: [String: RouteEndpoint<Value>], _ method: String) -> RouteEndpoint<Value>? {
+    private func endpoint(in table: [String: RouteEndpoint], _ method: String) -> RouteEndpoint? {
         table[method] ?? table["*"]
     }
 
     /// Depth-first search: literal, then parameter, then wildcard. On success `captured` holds
     /// the parameter values in order and the second result is the wildcard's rest (or nil).
+    @usableFromInline
     func find(_ segs: ArraySlice<Substring>, method: String,
-              captured: inout [Substring]) -> (RouteEndpoint<Value>, String?)? {
+              captured: inout [Substring]) -> (RouteEndpoint, String?)? {
         guard let first = segs.first else {
             if let ep = endpoint(in: endpoints, method) { return (ep, nil) }
             if let ep = endpoint(in: wildcard, method) { return (ep, "") }

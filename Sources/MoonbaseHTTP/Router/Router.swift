@@ -10,7 +10,9 @@
 /// A `Router` is a value: build it with `add`, then share it; rebuilding and swapping the whole
 /// value (for example behind a `Mutex` or an atomic reference) replaces routes on reload.
 public struct Router<Value: Sendable>: Sendable {
-    private var root = RouteNode<Value>()
+    @usableFromInline var root = RouteNode()
+    /// Registered values; endpoints in the trie refer to them by index.
+    @usableFromInline var values: [Value] = []
     /// Number of registered (method, pattern) pairs.
     public private(set) var count = 0
 
@@ -39,26 +41,21 @@ public struct Router<Value: Sendable>: Sendable {
                 kinds.append(.literal(String(s)))
             }
         }
-        let endpoint = RouteEndpoint(pattern: pattern, paramNames: names, value: value)
+        let endpoint = RouteEndpoint(pattern: pattern, paramNames: names, index: values.count)
         guard root.insert(kinds[...], method: m, endpoint: endpoint) else {
             throw RouterError("duplicate route \(m) \(pattern)")
         }
+        values.append(value)
         count += 1
     }
 
     /// The route for `method` and a decoded `path`, with captured parameters; nil if none.
+    /// (Inlinable so callers get it specialised for their `Value`; the trie walk is not generic.)
+    @inlinable
     public func match(method: String, path: String) -> RouteMatch<Value>? {
-        let segs = Router.segments(of: path)
-        var captured: [Substring] = []
-        captured.reserveCapacity(4)
-        let m = method.uppercased()
-        if let (ep, rest) = root.find(segs[...], method: m, captured: &captured) {
-            return RouteMatch(ep, captured, rest)
-        }
-        if m == "HEAD", let (ep, rest) = root.find(segs[...], method: "GET", captured: &captured) {
-            return RouteMatch(ep, captured, rest)
-        }
-        return nil
+        guard let (ep, captured, rest) = root.lookup(method: method, path: path) else { return nil }
+        return RouteMatch(value: values[ep.index], pattern: ep.pattern,
+                          params: RouteNode.params(ep.paramNames, captured), wildcard: rest)
     }
 
     /// Methods registered for routes matching `path` (sorted), to tell 405 from 404.
@@ -73,6 +70,34 @@ public struct Router<Value: Sendable>: Sendable {
     }
 }
 
+extension RouteNode {
+    /// The non-generic part of `Router.match`: the endpoint, captured values and wildcard rest.
+    @usableFromInline
+    func lookup(method: String, path: String) -> (RouteEndpoint, [Substring], String?)? {
+        let segs = path.split(separator: "/", omittingEmptySubsequences: true)
+        var captured: [Substring] = []
+        let m = RouteNode.upperASCII(method)
+        if let (ep, rest) = find(segs[...], method: m, captured: &captured) { return (ep, captured, rest) }
+        if m == "HEAD", let (ep, rest) = find(segs[...], method: "GET", captured: &captured) {
+            return (ep, captured, rest)
+        }
+        return nil
+    }
+
+    /// Pairs parameter names with their captured values.
+    @usableFromInline
+    static func params(_ names: [String], _ captured: [Substring]) -> [(String, String)] {
+        if names.isEmpty { return [] }
+        return zip(names, captured).map { ($0, String($1)) }
+    }
+
+    /// `method` upper-cased, without a new string when it already is (the usual case).
+    static func upperASCII(_ method: String) -> String {
+        for c in method.utf8 where c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z") { return method.uppercased() }
+        return method
+    }
+}
+
 /// A successful route lookup.
 public struct RouteMatch<Value: Sendable>: Sendable {
     /// The registered value (a handler, a route id).
@@ -84,11 +109,12 @@ public struct RouteMatch<Value: Sendable>: Sendable {
     /// What a trailing `*` matched ("a/b"; "" for none), nil if the pattern has no `*`.
     public let wildcard: String?
 
-    init(_ ep: RouteEndpoint<Value>, _ captured: [Substring], _ rest: String?) {
-        value = ep.value
-        pattern = ep.pattern
-        params = zip(ep.paramNames, captured).map { ($0, String($1)) }
-        wildcard = rest
+    @inlinable
+    init(value: Value, pattern: String, params: [(String, String)], wildcard: String?) {
+        self.value = value
+        self.pattern = pattern
+        self.params = params
+        self.wildcard = wildcard
     }
 
     /// The value of parameter `name`.
