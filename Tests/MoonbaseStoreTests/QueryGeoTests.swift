@@ -145,18 +145,20 @@ import Testing
         #expect(try fx.ids("P", w, order: "createdAt", limit: 1) == ["late"])
     }
 
-    /// The planner follows the cost model: few hits → R*Tree join, more → rid plan, most → walk.
+    /// The planner follows the cost model: few hits → R*Tree join; newest-first over many hits in
+    /// a small area → the cell plan (rids); large areas: rid plan when moderate, walk when dense.
     @Test func plannerChoices() throws {
         let fx = try QueryFixture()
         try fx.createClass("P", fields: ["loc": FieldInfo(type: .geoPoint)])
         var rng = SeededGenerator(seed: 9)
+        // 4,000 points over 0.5° × 0.5°: 16,000 per square degree.
         for k in 0..<4000 {
-            try fx.insert("P", ["loc": geoPoint(40 + Double.random(in: 0..<1, using: &rng), -74 + Double.random(in: 0..<1, using: &rng))],
+            try fx.insert("P", ["loc": geoPoint(40 + Double.random(in: 0..<0.5, using: &rng), -74 + Double.random(in: 0..<0.5, using: &rng))],
                           createdAt: 1_700_000_000_000 + Int64(k) * 1000)
         }
         let schema = fx.schemas["P"]!
-        func choice(_ size: Double, _ order: String) throws -> String {
-            let w = json(#"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.1,"longitude":-73.9},{"__type":"GeoPoint","latitude":\#(40.1 + size),"longitude":\#(-73.9 + size)}]}}}"#)
+        func choice(_ lat: Double, _ lng: Double, _ size: Double, _ order: String) throws -> String {
+            let w = json(#"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":\#(lat),"longitude":\#(lng)},{"__type":"GeoPoint","latitude":\#(lat + size),"longitude":\#(lng + size)}]}}}"#)
             let b = SelectBuilder(schema: schema, compiled: try QueryCompiler(schema: schema).compile(w), acl: nil)
             let desc = order.hasPrefix("-")
             switch try GeoPlanner.plan(builder: b, order: [SortKey(field: "createdAt", descending: desc)], limit: 10, skip: 0, on: fx.conn) {
@@ -164,12 +166,16 @@ import Testing
             case .select(let p): return "\(p)"
             }
         }
-        // K·N = 40,000: rid plan from √1,400 ≈ 37 hits, walk from √312,000 ≈ 559 hits.
-        #expect(try choice(0.05, "-createdAt") == "rtreeJoin")   // ~10 hits
-        #expect(try choice(0.2, "-createdAt") == "rids")         // ~160 hits
-        #expect(try choice(0.8, "-createdAt") == "createdAtWalk") // ~2,560 hits
-        #expect(try choice(0.2, "createdAt") == "rtreeJoin")     // √66,000 ≈ 257 > 160
-        #expect(try choice(0.8, "createdAt") == "createdAtWalk")
+        #expect(try choice(40.1, -73.9, 0.02, "-createdAt") == "rtreeJoin")  // ~6 hits
+        #expect(try choice(40.1, -73.9, 0.02, "createdAt") == "rtreeJoin")
+        #expect(try choice(40.1, -73.9, 0.2, "-createdAt") == "rids")        // ~640 hits, ≤ 25 cells: cell plan
+        #expect(try choice(40.1, -73.9, 0.2, "createdAt") == "rids")
+        #expect(try GeoCellPlan(geo: try QueryCompiler(schema: schema).compile(json(#"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.1,"longitude":-73.9},{"__type":"GeoPoint","latitude":40.55,"longitude":-73.45}]}}}"#)).geo!) == nil)
+        // Over 64 cells: K·N = 40,000, rid plan from √1,400 ≈ 37 hits, walk from √312,000 ≈ 559.
+        #expect(try choice(40.4, -73.6, 0.5, "-createdAt") == "rids")         // ~160 hits (corner overlap)
+        #expect(try choice(40.4, -73.6, 0.5, "createdAt") == "rtreeJoin")     // √66,000 ≈ 257 > 160
+        #expect(try choice(40.05, -73.95, 0.45, "-createdAt") == "createdAtWalk")  // ~3,240 hits
+        #expect(try choice(40.05, -73.95, 0.45, "createdAt") == "createdAtWalk")
     }
 }
 

@@ -64,12 +64,24 @@ public struct GeoFilter: Sendable, Equatable {
     /// `data` for almost every candidate.
     public var rtreeExactSQL: String = ""
     public var rtreeExactBinds: [SQLiteValue] = []
+    /// The exact area when it is a spherical cap (`$nearSphere` with a distance, `$centerSphere`);
+    /// nil for boxes and unbounded `$nearSphere`. Set for the top-level filter only.
+    public var circle: GeoCircle?
 
     public static func == (a: GeoFilter, b: GeoFilter) -> Bool {
         a.field == b.field && a.rtree == b.rtree && a.boxes == b.boxes && a.exactSQL == b.exactSQL
             && a.exactBinds == b.exactBinds && a.rtreeExactSQL == b.rtreeExactSQL && a.rtreeExactBinds == b.rtreeExactBinds
+            && a.circle == b.circle
             && a.center?.latitude == b.center?.latitude
             && a.center?.longitude == b.center?.longitude
+    }
+}
+
+/// A spherical cap: centre in degrees, radius in radians.
+public struct GeoCircle: Sendable, Equatable {
+    public var latitude: Double, longitude: Double, radians: Double
+    public init(latitude: Double, longitude: Double, radians: Double) {
+        self.latitude = latitude; self.longitude = longitude; self.radians = radians
     }
 }
 

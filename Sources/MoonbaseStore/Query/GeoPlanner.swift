@@ -33,40 +33,58 @@ enum GeoPlanner {
     static let ridOverJoin = 0.035
     static let walkOverJoin = 1.65
 
-    /// How a find runs: a page of rids already found (`newestByRid`), or one SELECT plan.
+    /// Per-hit CPU (µs) of the R*Tree join, for the cell plan's break-even count.
+    static let joinCost = 0.8
+
+    /// How a find runs: a page of rids already found (`newestByRid`, `GeoCellPlan`), in
+    /// createdAt order (`descending`), or one SELECT plan.
     enum Choice: Equatable {
-        case rids([Int64])
+        case rids([Int64], descending: Bool)
         case select(GeoPlan)
     }
 
-    /// Picks (and for `newestByRid`, runs) the plan, counting R*Tree hits at most once.
+    /// Picks (and for the rid and cell plans, runs) the plan, counting R*Tree hits at most twice.
+    ///
+    /// Ordered by createdAt within a small enough area (≤ `GeoCellPlan.maxCells` cells), the
+    /// hits are counted up to the cell plan's expected cost in R*Tree joins: fewer → join them,
+    /// more → the cell plan. Otherwise (or when the cell plan gives up) the hit count picks
+    /// among the R*Tree join, the rid plan and the createdAt walk.
     static func plan(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> Choice {
-        guard let geo = builder.compiled.geo, geo.boxes.count == 1 else { return .select(.generic) }
-        guard order.count == 1, order[0].field == "createdAt" else { return .select(.rtreeJoin) }
-        let k = Double(limit + skip)
-        guard let (hits, n) = try countHits(builder: builder, geo: geo, cap: { n in k * n * (order[0].descending ? walkOverRid : walkOverJoin) }, on: conn) else {
-            return .select(.rtreeJoin)
+        guard let geo = builder.compiled.geo else { return .select(.generic) }
+        let byCreated = order.count == 1 && order[0].field == "createdAt"
+        if byCreated, let cells = GeoCellPlan(geo: geo), GeoCellPlan.available(builder: builder, geo: geo, on: conn) {
+            let cap = Int64(cells.cost(Double(limit + skip)) / joinCost) + 1
+            if try countHits(geo: geo, upTo: cap, on: conn) < cap {
+                return .select(geo.boxes.count == 1 ? .rtreeJoin : .generic)
+            }
+            let desc = order[0].descending
+            if let rids = try cells.run(builder: builder, geo: geo, descending: desc, limit: limit, skip: skip, on: conn) {
+                return .rids(rids, descending: desc)
+            }
         }
+        guard geo.boxes.count == 1 else { return .select(.generic) }
+        guard byCreated else { return .select(.rtreeJoin) }
+        let k = Double(limit + skip)
+        let table = Naming.table(builder.schema.className)
+        guard case .integer(let maxRid)? = try conn.scalar("SELECT max(rid) FROM \(table)"), maxRid > 0 else { return .select(.rtreeJoin) }
+        let n = Double(maxRid)
         let walkAt = (k * n * (order[0].descending ? walkOverRid : walkOverJoin)).squareRoot()
+        let hits = try countHits(geo: geo, upTo: Int64(walkAt.rounded(.up)) + 1, on: conn)
         if Double(hits) >= walkAt { return .select(.createdAtWalk) }
         if order[0].descending, Double(hits) >= (k * n * ridOverJoin).squareRoot(),
            let rids = try newestByRid(builder: builder, limit: limit, skip: skip, on: conn) {
-            return .rids(rids)
+            return .rids(rids, descending: true)
         }
         return .select(.rtreeJoin)
     }
 
-    /// R*Tree hits of the filter's box, counted up to `√cap(N)`, and N; nil for an empty table.
-    static func countHits(builder: SelectBuilder, geo: GeoFilter, cap: (Double) -> Double, on conn: Connection) throws(ParseError) -> (Int64, Double)? {
-        let table = Naming.table(builder.schema.className)
-        guard case .integer(let n)? = try conn.scalar("SELECT max(rid) FROM \(table)"), n > 0 else { return nil }
-        let threshold = Int64(cap(Double(n)).squareRoot().rounded(.up)) + 1
-        let b = geo.boxes[0]
-        let sql = "SELECT count(*) FROM (SELECT 1 FROM \(geo.rtree) WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ? LIMIT ?)"
-        guard case .integer(let hits)? = try conn.scalar(sql, [.real(b.south), .real(b.north), .real(b.west), .real(b.east), .integer(threshold)]) else {
-            return nil
-        }
-        return (hits, Double(n))
+    /// R*Tree hits of the filter's boxes, counted up to `limit`.
+    static func countHits(geo: GeoFilter, upTo limit: Int64, on conn: Connection) throws(ParseError) -> Int64 {
+        let one = "SELECT 1 FROM \(geo.rtree) WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ?"
+        let sql = "SELECT count(*) FROM (\(Array(repeating: one, count: geo.boxes.count).joined(separator: " UNION ALL ")) LIMIT ?)"
+        let binds = geo.boxes.flatMap { b -> [SQLiteValue] in [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] }
+        guard case .integer(let hits)? = try conn.scalar(sql, binds + [.integer(limit)]) else { return 0 }
+        return hits
     }
 
     /// The page's rids, newest first, through the rid-ordered plan; nil when the page cannot be

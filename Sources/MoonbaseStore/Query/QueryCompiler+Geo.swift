@@ -121,6 +121,7 @@ extension QueryCompiler {
     /// it also works inside an R*Tree-only subquery.
     func withRTreeTest(_ g: GeoFilter, circle: (lat: Double, lng: Double, r: Double)?) -> GeoFilter {
         var g = g
+        g.circle = circle.map { GeoCircle(latitude: $0.lat, longitude: $0.lng, radians: $0.r) }
         let fallback = "(SELECT \(g.exactSQL) FROM \(Naming.table(schema.className)) WHERE rid = r.id)"
         if let c = circle {
             let d = "geo_distance(r.minLat,r.minLng,?,?)"

@@ -100,7 +100,7 @@ public struct QueryExecutor {
         }
         let stmt: QueryCompiler.Frag
         switch try GeoPlanner.plan(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn) {
-        case .rids(let rids): stmt = SelectBuilder.byRids(builder.schema.className, rids)
+        case .rids(let rids, let desc): stmt = SelectBuilder.byRids(builder.schema.className, rids, descending: desc)
         case .select(let plan): stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
         }
         let simple = q.include.isEmpty && q.keys == nil && !mainHook && RowSerializer.canSplice(q.className)

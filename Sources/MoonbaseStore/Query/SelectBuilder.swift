@@ -127,11 +127,13 @@ struct SelectBuilder {
         return QueryCompiler.Frag(sql, binds)
     }
 
-    /// The rows with these rids, newest first (`newestByRid` pages, already in that order).
-    static func byRids(_ className: String, _ rids: [Int64]) -> QueryCompiler.Frag {
+    /// The rows with these rids in createdAt order (newest first when `descending`), ties by rid
+    /// in the same direction (`newestByRid` and `GeoCellPlan` pages, already in that order).
+    static func byRids(_ className: String, _ rids: [Int64], descending: Bool = true) -> QueryCompiler.Frag {
         if rids.isEmpty { return QueryCompiler.Frag("SELECT \(columns) FROM \(Naming.table(className)) t WHERE 0") }
         let marks = Array(repeating: "?", count: rids.count).joined(separator: ",")
-        return QueryCompiler.Frag("SELECT \(columns) FROM \(Naming.table(className)) t WHERE t.rid IN (\(marks)) ORDER BY t.createdAt DESC, t.rid DESC",
+        let dir = descending ? " DESC" : ""
+        return QueryCompiler.Frag("SELECT \(columns) FROM \(Naming.table(className)) t WHERE t.rid IN (\(marks)) ORDER BY t.createdAt\(dir), t.rid\(dir)",
                                   rids.map { .integer($0) })
     }
 

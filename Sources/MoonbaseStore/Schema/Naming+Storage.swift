@@ -25,9 +25,29 @@ extension Naming {
         """
     }
 
+    /// Grid cells per degree of the geo cell index (0.05° cells: about 5.5 × 4.2 km at 40°N).
+    static let geoCellsPerDegree = 20.0
+    /// Cell code = latitude cell × `geoCellStride` + longitude cell (longitude cells are 0…7200).
+    static let geoCellStride: Int64 = 8192
+
+    /// `"Post__geocell__location"`: the B-tree index on (grid cell of the point, createdAt).
+    static func geoCellIndex(_ c: String, _ f: String) -> String { "\"\(c)__geocell__\(f)\"" }
+
+    /// The grid cell code of a row's point (NULL without a point), spelled identically by the
+    /// index DDL and the queries that use it: `trunc((lat + 90) · 20) · 8192 + trunc((lng + 180) · 20)`.
+    /// Both operands are non-negative, so the integer cast floors; `GeoCellPlan.cell` computes the
+    /// same IEEE operations in Swift.
+    static func geoCellExpr(_ f: String) -> String {
+        let n = Int(geoCellsPerDegree)
+        return "(CAST((json_extract(data,'$.\(f).latitude')+90)*\(n) AS INTEGER)*\(geoCellStride)"
+            + "+CAST((json_extract(data,'$.\(f).longitude')+180)*\(n) AS INTEGER))"
+    }
+
     /// The R*Tree of a GeoPoint field, back-filled, and the triggers keeping it in sync with the
     /// class table on insert, update (only when the point changed) and delete, so every write
     /// path (including set-based `deleteWhere`/`updateWhere`) maintains it in the same transaction.
+    /// Also the geo cell index (`geoCellExpr`, createdAt): newest-first within an area reads a
+    /// few index entries per cell (`GeoCellPlan`) instead of every point of the area.
     static func geoDDL(_ c: String, _ f: String) -> String {
         let g = geoTable(c, f)
         let raw = "\(c)__geo__\(f)"
@@ -36,6 +56,7 @@ extension Naming {
         }
         return """
         CREATE VIRTUAL TABLE IF NOT EXISTS \(g) USING rtree(id, minLat, maxLat, minLng, maxLng);
+        CREATE INDEX IF NOT EXISTS \(geoCellIndex(c, f)) ON \(table(c))(\(geoCellExpr(f)), createdAt);
         INSERT OR REPLACE INTO \(g)(id, minLat, maxLat, minLng, maxLng)
           SELECT rid, la, la, ln, ln FROM (SELECT rid, json_extract(data,'$.\(f).latitude') AS la, json_extract(data,'$.\(f).longitude') AS ln FROM \(table(c)))
           WHERE la IS NOT NULL AND ln IS NOT NULL;

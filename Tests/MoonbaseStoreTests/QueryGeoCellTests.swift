@@ -1,0 +1,147 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+import Testing
+@testable import MoonbaseStore
+
+/// The cell plan (`GeoCellPlan`): the same rows as the generic plan for every identity, order,
+/// page, tie and area shape; its geometry; giving up; tables without the cell index.
+@Suite struct QueryGeoCellTests {
+    let fx: QueryFixture
+    let schema: QuerySchema
+
+    /// 3,000 points over 0.6° × 0.6° around (40.3, −74.0); three rows per timestamp (ties), every
+    /// 40th row back-dated (rid order is not time order), ACLs on every 7th (u1) and 11th (u2).
+    init() throws {
+        fx = try QueryFixture()
+        try fx.createClass("P", fields: ["loc": FieldInfo(type: .geoPoint), "cat": FieldInfo(type: .number)])
+        var rng = SeededGenerator(seed: 5)
+        for k in 0..<3000 {
+            let lat = 40 + Double.random(in: 0..<0.6, using: &rng), lng = -74.3 + Double.random(in: 0..<0.6, using: &rng)
+            let created = 1_700_000_000_000 + Int64(k / 3) * 1000 - (k % 40 == 0 ? 500_000 : 0)
+            try fx.insert("P", ["loc": geoPoint(lat, lng), "cat": .int(Int64(k % 4))], createdAt: created,
+                          readers: k % 7 == 0 ? ["u1"] : k % 11 == 0 ? ["u2"] : nil)
+        }
+        // Points exactly on cell boundaries (multiples of 0.05°).
+        for (i, p) in [(40.1, -74.0), (40.15, -73.95), (40.2, -74.05), (40.25, -74.1)].enumerated() {
+            try fx.insert("P", ["loc": geoPoint(p.0, p.1), "cat": 0], createdAt: 1_700_000_999_000 + Int64(i % 2))
+        }
+        schema = fx.schemas["P"]!
+    }
+
+    static let areas = [
+        #"{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":40.3,"longitude":-74.0},"$maxDistanceInMiles":4}}"#,
+        #"{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":40.02,"longitude":-74.28},"$maxDistanceInMiles":3},"cat":{"$ne":1}}"#,
+        #"{"loc":{"$geoWithin":{"$centerSphere":[[-73.95,40.15],0.0006]}}}"#,
+        #"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.1,"longitude":-74.1},{"__type":"GeoPoint","latitude":40.25,"longitude":-73.95}]}}}"#,
+        #"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.13,"longitude":-74.07},{"__type":"GeoPoint","latitude":40.31,"longitude":-73.88}]}},"cat":{"$in":[0,3]}}"#,
+        #"{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":45.0,"longitude":-70.0},"$maxDistanceInMiles":5}}"#,
+    ]
+
+    func ids(_ s: QueryCompiler.Frag) throws -> [String] {
+        var ids: [String] = []
+        try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
+        return ids
+    }
+
+    @Test(arguments: 0..<areas.count)
+    func cellPlanAgreesWithGenericPlan(_ a: Int) throws {
+        let compiled = try QueryCompiler(schema: schema).compile(json(Self.areas[a]))
+        let geo = try #require(compiled.geo)
+        let cells = try #require(GeoCellPlan(geo: geo))
+        #expect(cells.cells.count <= GeoCellPlan.maxCells)
+        for identity in [Identity.anonymous, .user("u1"), .master] {
+            let b = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity))
+            #expect(GeoCellPlan.available(builder: b, geo: geo, on: fx.conn))
+            for desc in [true, false] {
+                let order = [SortKey(field: "createdAt", descending: desc)]
+                for (limit, skip) in [(20, 0), (7, 5), (50, 30), (1, 0)] {
+                    let expected = try ids(try b.select(plan: .generic, order: order, limit: limit, skip: skip))
+                    let rids = try #require(try cells.run(builder: b, geo: geo, descending: desc, limit: limit, skip: skip, on: fx.conn))
+                    #expect(try ids(SelectBuilder.byRids("P", rids, descending: desc)) == expected, "area \(a) \(identity) desc \(desc) \(limit)/\(skip)")
+                    if a == Self.areas.count - 1 { #expect(expected.isEmpty) } else if [0, 3].contains(a), limit == 20 { #expect(expected.count == 20) }
+                }
+            }
+        }
+    }
+
+    /// Through `find` (the planner picks the cell plan for the dense areas): same pages as the
+    /// generic plan, including ties on createdAt and back-dated rows.
+    @Test func findUsesPlanAndAgrees() throws {
+        // A dense cluster (150,000 per square degree) inside the first area: enough hits for the cell plan.
+        var rng = SeededGenerator(seed: 6)
+        for k in 0..<1500 {
+            try fx.insert("P", ["loc": geoPoint(40.25 + Double.random(in: 0..<0.1, using: &rng), -74.05 + Double.random(in: 0..<0.1, using: &rng)),
+                                "cat": .int(Int64(k % 4))], createdAt: 1_700_000_500_000 + Int64(k / 2) * 1000, readers: k % 5 == 0 ? ["u1"] : nil)
+        }
+        for w in Self.areas {
+            for order in ["-createdAt", "createdAt"] {
+                let compiled = try QueryCompiler(schema: schema).compile(json(w))
+                let b = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(.anonymous))
+                let expected = try ids(try b.select(plan: .generic, order: [SortKey(field: "createdAt", descending: order == "-createdAt")], limit: 30, skip: 2))
+                let got = try fx.find("P", json(w), order: order, limit: 30, skip: 2, identity: .anonymous).objects.map { $0["objectId"]?.stringValue ?? "?" }
+                #expect(got == expected)
+            }
+        }
+        let w = json(Self.areas[0])
+        let b = SelectBuilder(schema: schema, compiled: try QueryCompiler(schema: schema).compile(w), acl: nil)
+        let choice = try GeoPlanner.plan(builder: b, order: [SortKey(field: "createdAt", descending: true)], limit: 20, skip: 0, on: fx.conn)
+        guard case .rids(let rids, descending: true) = choice else { Issue.record("expected the cell plan, got \(choice)"); return }
+        #expect(rids.count == 20)
+    }
+
+    /// Over budget (a filter few rows pass), the plan gives up; the planner still answers right.
+    @Test func givesUpOverBudget() throws {
+        let w = json(#"{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":40.3,"longitude":-74.0},"$maxDistanceInMiles":4},"cat":7}"#)
+        let compiled = try QueryCompiler(schema: schema).compile(w)
+        let b = SelectBuilder(schema: schema, compiled: compiled, acl: nil)
+        let cells = try #require(GeoCellPlan(geo: compiled.geo!))
+        #expect(try cells.run(builder: b, geo: compiled.geo!, descending: true, limit: 20, skip: 0, budget: 50, on: fx.conn) == nil)
+        #expect(try cells.run(builder: b, geo: compiled.geo!, descending: true, limit: 20, skip: 0, budget: 100_000, on: fx.conn) == [])
+        try fx.insert("P", ["loc": geoPoint(40.3, -74.0), "cat": 7], id: "seven")
+        #expect(try fx.ids("P", w, order: "-createdAt") == ["seven"])
+    }
+
+    /// A table from before the cell index: the planner uses the R*Tree plans.
+    @Test func withoutCellIndexOtherPlansAnswer() throws {
+        try fx.conn.execute("DROP INDEX \(Naming.geoCellIndex("P", "loc"))")
+        let w = json(Self.areas[0])
+        let b = SelectBuilder(schema: schema, compiled: try QueryCompiler(schema: schema).compile(w), acl: nil)
+        #expect(!GeoCellPlan.available(builder: b, geo: b.compiled.geo!, on: fx.conn))
+        let expected = try ids(try b.select(plan: .generic, order: [SortKey(field: "createdAt", descending: true)], limit: 20, skip: 0))
+        #expect(expected.count == 20)
+        #expect(try fx.ids("P", w, order: "-createdAt", limit: 20) == expected)
+    }
+
+    /// The SQL cell expression and the Swift cell computation agree, on boundaries too.
+    @Test func cellExpressionMatchesSwift() throws {
+        let points: [(Double, Double)] = [(40.05, -74.0), (40.1, -73.95), (-0.05, -0.05), (0, 0), (89.99, 179.99), (90, 180),
+                                          (-90, -180), (40.123456, -74.654321), (-33.8688, 151.2093)]
+        for (lat, lng) in points {
+            let sql = "SELECT \(Naming.geoCellExpr("loc")) FROM (SELECT ? AS data)"
+            let doc = #"{"loc":{"__type":"GeoPoint","latitude":\#(lat),"longitude":\#(lng)}}"#
+            let v = try fx.conn.scalar(sql, [.text(doc)])
+            #expect(v == .integer(GeoCellPlan.latCell(lat) * Naming.geoCellStride + GeoCellPlan.lngCell(lng)), "\(lat),\(lng)")
+        }
+    }
+
+    /// `minDistance`/`maxDistance` bound every sampled point of a cell (interior and skipped
+    /// cells are decided on them).
+    @Test func cellDistanceBounds() {
+        var rng = SeededGenerator(seed: 11)
+        for _ in 0..<300 {
+            let c = GeoCircle(latitude: Double.random(in: -70...70, using: &rng), longitude: Double.random(in: -180...180, using: &rng), radians: 0.01)
+            let s = c.latitude + Double.random(in: -1...1, using: &rng), w = c.longitude + Double.random(in: -1...1, using: &rng)
+            let r = GeoBox(south: s, north: s + 0.05, west: w, east: w + 0.05)
+            var lo = Double.infinity, hi = 0.0
+            for i in 0...10 {
+                for j in 0...10 {
+                    let d = geoDistanceRadians(lat1: c.latitude, lng1: c.longitude, lat2: s + 0.005 * Double(i), lng2: w + 0.005 * Double(j))
+                    lo = min(lo, d); hi = max(hi, d)
+                }
+            }
+            #expect(GeoCellPlan.minDistance(c, r) <= lo + 1e-12)
+            #expect(GeoCellPlan.maxDistance(c, r)! >= hi - 1e-12)
+        }
+    }
+}
