@@ -33,8 +33,15 @@ public final class JobStatusRecorder: JobRunRecorder {
         if let fraction { changes["progress"] = .double(fraction) }
         if let message { changes["message"] = .string(message) }
         guard !changes.isEmpty else { return }
+        // Only while the row is still `running`: the scheduler's timer may take a held-back report
+        // and then wait for the writer behind the job's last transaction, so without this
+        // condition it could land after `finished` and overwrite the final message and progress.
+        let stillRunning = CompiledWhere(sql: "objectId = ? AND json_extract(data,'$.status') = 'running'",
+                                         binds: [.text(runId)])
         do throws(ParseError) {
-            _ = try store.update(Self.className, objectId: runId, changes: changes, identity: .master)
+            _ = try store.write { (tx) throws(ParseError) -> Int in
+                try tx.updateWhere(Self.className, where: stillRunning, changes: changes, identity: .master)
+            }
         } catch {
             Log.warn("job progress for \(runId) not recorded: \(error.message)")
         }
