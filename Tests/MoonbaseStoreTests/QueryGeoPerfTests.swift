@@ -59,12 +59,21 @@ struct QueryGeoPerfTests {
                 seen.append(ids)
                 print("\(name): newestByRid applies")
             }
+            if let cells = GeoCellPlan(geo: compiled.geo!), let rids = try cells.run(builder: b, geo: compiled.geo!, descending: true, limit: 20, skip: 0, on: fx.conn) {
+                seen.append(try { () throws -> [String] in
+                    var ids: [String] = []
+                    let s = SelectBuilder.byRids("Bench", rids)
+                    try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
+                    return ids
+                }())
+                print("\(name): cell plan applies (\(cells.cells.count) cells, \(cells.cells.filter(\.interior).count) interior, coverage \(cells.coverage))")
+            }
             #expect(seen.allSatisfy { $0 == seen[0] })
             let hits = try fx.executor.count(className: "Bench", where: json(make(0)), identity: .master, on: fx.conn)
             let chosen = try GeoPlanner.plan(builder: b, order: order, limit: 20, skip: 0, on: fx.conn)
             let label: String
             switch chosen {
-            case .rids: label = "newestByRid"
+            case .rids: label = "rids (cell plan, else newestByRid)"
             case .select(let p): label = "\(p)"
             }
             print("\(name): ~\(hits) hits, planner picks \(label)")
@@ -77,6 +86,17 @@ struct QueryGeoPerfTests {
             }
             ridCPU.sort()
             print("  newestByRid (compile + rids + proof, no count): CPU p50 \(ridCPU[100] / 1000) µs p99 \(ridCPU[198] / 1000) µs")
+            var cellCPU: [UInt64] = []
+            for i in 0..<200 {
+                let c0 = threadCPUNanos()
+                let b = SelectBuilder(schema: schema, compiled: try QueryCompiler(schema: schema).compile(json(make(i))), acl: SelectBuilder.aclFilter(.anonymous))
+                if let cells = GeoCellPlan(geo: b.compiled.geo!) {
+                    _ = try cells.run(builder: b, geo: b.compiled.geo!, descending: true, limit: 20, skip: 0, on: fx.conn)
+                }
+                cellCPU.append(threadCPUNanos() - c0)
+            }
+            cellCPU.sort()
+            print("  cell plan (compile + cells + rids, no count): CPU p50 \(cellCPU[100] / 1000) µs p99 \(cellCPU[198] / 1000) µs")
             for plan in [GeoPlan.rtreeJoin, .createdAtWalk, .rtreeSetScan, .rtreeSetWalk, .generic, nil] {
                 var cpu: [UInt64] = [], wall: [UInt64] = []
                 for i in 0..<(plan == .createdAtWalk && name.hasPrefix("W3s") ? 5 : 200) {

@@ -22,12 +22,16 @@ import MoonbaseSQLite
 /// (≈ 0.035·K·N), R*Tree join below. The count stops at the walk threshold
 /// (`SELECT count(*) FROM (SELECT 1 … LIMIT T)`); N is `max(rid)`, an O(log n) bound.
 ///
-/// Figures (thread CPU per query, p50, debug test build, whole `find` incl. compile and JSON;
-/// `MOONBASE_QUERY_PERF=1 swift test --filter QueryGeoPerfTests`):
-/// 100k posts: W3 0.1° box (~1,000 hits, rid plan) 0.45 ms (plain R*Tree join 1.0 ms, walk
-/// 2.6 ms); W3s 0.01° box (~10 hits, join) 0.09 ms; W5 5-mile circle (~2,100 hits, rid plan)
-/// 1.3 ms. 1M posts: W3 (~10,000 hits) 2.4 ms; W3s (~90 hits) 0.28 ms (the rid plan's proof
-/// would cost 4.5 ms there); W5 (~21,000 hits, walk) 2.5 ms, p99 4.5 ms (R*Tree join: 37 ms).
+/// Ahead of these, ordered by createdAt within an area of at most 64 grid cells, `GeoCellPlan`
+/// reads about K rows per cell from the (cell, createdAt) index, whatever the hit count: it is
+/// taken when the R*Tree holds more hits than its expected cost in joins (counted up to that).
+///
+/// Figures (thread CPU per query, p50 / p99, debug test build, whole `find` incl. compile and
+/// JSON; `MOONBASE_QUERY_PERF=1 swift test --filter QueryGeoPerfTests`), before → with the cell plan:
+/// 100k posts: W3 0.1° box (~1,000 hits) 0.42 → 0.34 ms; W3s 0.01° box (~7 hits, join either
+/// way) 0.08 → 0.08 ms; W5 5-mile circle (~2,100 hits) 1.20 → 0.32 ms. 1M posts: W3 (~10,000
+/// hits) 2.2 → 0.41 ms; W3s (~90 hits, join) 0.25 → 0.26 ms; W5 (~21,000 hits; was the walk)
+/// 2.0 / 3.5 → 0.35 / 0.49 ms (R*Tree join: 35 ms).
 enum GeoPlanner {
     static let walkOverRid = 7.8
     static let ridOverJoin = 0.035
