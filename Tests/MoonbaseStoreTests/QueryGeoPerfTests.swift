@@ -66,7 +66,15 @@ struct QueryGeoPerfTests {
                     try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
                     return ids
                 }())
-                print("\(name): cell plan applies (\(cells.cells.count) cells, \(cells.cells.filter(\.interior).count) interior, coverage \(cells.coverage))")
+                var scanned: [Int] = []
+                for i in 0..<50 {
+                    let b = SelectBuilder(schema: schema, compiled: try QueryCompiler(schema: schema).compile(json(make(i))), acl: SelectBuilder.aclFilter(.anonymous))
+                    if let c = GeoCellPlan(geo: b.compiled.geo!), let r = try c.runCounting(builder: b, geo: b.compiled.geo!, descending: true, limit: 20, skip: 0, on: fx.conn) {
+                        scanned.append(r.scanned)
+                    }
+                }
+                scanned.sort()
+                print("\(name): cell plan applies (\(cells.cells.count) cells, \(cells.cells.filter(\.interior).count) interior, coverage \(cells.coverage)); rows read p50 \(scanned[scanned.count / 2]) max \(scanned.last ?? 0)")
             }
             #expect(seen.allSatisfy { $0 == seen[0] })
             let hits = try fx.executor.count(className: "Bench", where: json(make(0)), identity: .master, on: fx.conn)

@@ -122,6 +122,12 @@ struct GeoCellPlan {
     /// uses another plan).
     func run(builder: SelectBuilder, geo: GeoFilter, descending: Bool, limit: Int, skip: Int, budget givenBudget: Int? = nil,
              on conn: Connection) throws(ParseError) -> [Int64]? {
+        try runCounting(builder: builder, geo: geo, descending: descending, limit: limit, skip: skip, budget: givenBudget, on: conn)?.rids
+    }
+
+    /// `run`, also telling how many index rows were read (tests and figures).
+    func runCounting(builder: SelectBuilder, geo: GeoFilter, descending: Bool, limit: Int, skip: Int, budget givenBudget: Int? = nil,
+                     on conn: Connection) throws(ParseError) -> (rids: [Int64], scanned: Int)? {
         let k = limit + skip
         typealias Row = (created: Int64, rid: Int64)
         func better(_ a: Row, _ b: Row) -> Bool {
@@ -159,7 +165,7 @@ struct GeoCellPlan {
             }
             if !complete { return nil }
         }
-        return top.dropFirst(skip).map(\.rid)
+        return (top.dropFirst(skip).map(\.rid), scanned)
     }
 
     /// Least great-circle distance (radians) from the circle's centre to the rectangle; 0 when
