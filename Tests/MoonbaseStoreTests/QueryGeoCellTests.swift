@@ -90,6 +90,34 @@ import Testing
         #expect(rids.count == 20)
     }
 
+    /// Areas across the antimeridian (two boxes): cells on both sides, same rows as the generic plan.
+    @Test func acrossTheAntimeridian() throws {
+        var rng = SeededGenerator(seed: 12)
+        for k in 0..<600 {
+            var lng = 179.8 + Double.random(in: 0..<0.4, using: &rng)
+            if lng > 180 { lng -= 360 }
+            try fx.insert("P", ["loc": geoPoint(-17.2 + Double.random(in: 0..<0.4, using: &rng), lng), "cat": 0],
+                          createdAt: 1_700_000_000_000 + Int64(k % 200) * 1000, readers: k % 3 == 0 ? ["u1"] : nil)
+        }
+        for w in [#"{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":-17.0,"longitude":179.98},"$maxDistanceInMiles":6}}"#,
+                  #"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":-17.1,"longitude":179.9},{"__type":"GeoPoint","latitude":-16.95,"longitude":-179.92}]}}}"#] {
+            let compiled = try QueryCompiler(schema: schema).compile(json(w))
+            let geo = try #require(compiled.geo)
+            #expect(geo.boxes.count == 2)
+            let cells = try #require(GeoCellPlan(geo: geo))
+            for desc in [true, false] {
+                let b = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(.anonymous))
+                let order = [SortKey(field: "createdAt", descending: desc)]
+                let expected = try ids(try b.select(plan: .generic, order: order, limit: 15, skip: 4))
+                #expect(expected.count == 15)
+                let rids = try #require(try cells.run(builder: b, geo: geo, descending: desc, limit: 15, skip: 4, on: fx.conn))
+                #expect(try ids(SelectBuilder.byRids("P", rids, descending: desc)) == expected)
+                #expect(try fx.find("P", json(w), order: desc ? "-createdAt" : "createdAt", limit: 15, skip: 4, identity: .anonymous)
+                    .objects.map { $0["objectId"]?.stringValue ?? "?" } == expected)
+            }
+        }
+    }
+
     /// Over budget (a filter few rows pass), the plan gives up; the planner still answers right.
     @Test func givesUpOverBudget() throws {
         let w = json(#"{"loc":{"$nearSphere":{"__type":"GeoPoint","latitude":40.3,"longitude":-74.0},"$maxDistanceInMiles":4},"cat":7}"#)
