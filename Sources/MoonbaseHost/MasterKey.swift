@@ -18,12 +18,3 @@ public enum MasterKey {
     }
 }
 
-extension String {
-    func trimmingWhitespace() -> String {
-        let u = Array(utf8)
-        var a = 0, b = u.count
-        while a < b, u[a] == 32 || u[a] == 10 || u[a] == 13 || u[a] == 9 { a += 1 }
-        while b > a, u[b - 1] == 32 || u[b - 1] == 10 || u[b - 1] == 13 || u[b - 1] == 9 { b -= 1 }
-        return String(decoding: u[a..<b], as: UTF8.self)
-    }
-}

@@ -75,9 +75,7 @@ enum AdminEndpoints {
     /// `name.lua`, nothing else (no path separators, no hidden files).
     static func luaFileName(_ f: String) throws(ParseError) -> String {
         let ok = f.hasSuffix(".lua") && f.utf8.count <= 128 && f.utf8.first != UInt8(ascii: ".")
-            && f.utf8.allSatisfy { c in
-                (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 46 || c == 45 || c == 95
-            }
+            && f.utf8.allSatisfy(FileStore.isSafeNameByte)
         guard ok else { throw ParseError(.invalidFileName, "invalid Lua file name: \(f)") }
         return f
     }

@@ -83,6 +83,11 @@ enum ClassesEndpoints {
     static func keysAndInclude(_ http: HTTPRequest) throws(ParseError) -> ([String]?, [String]) {
         let keys = http.queryValue("keys").map { $0.split(separator: ",").map(String.init) }
         let include = http.queryValue("include").map { $0.split(separator: ",").map(String.init) } ?? []
+        return try validated(keys: keys, include: include)
+    }
+
+    /// `keys` and `include` paths checked like query paths (105), for REST and Lua alike.
+    static func validated(keys: [String]?, include: [String]) throws(ParseError) -> ([String]?, [String]) {
         for k in (keys ?? []) + include where !Naming.isValidFieldPath(k) {
             throw ParseError(.invalidKeyName, "invalid field name: \(k)")
         }

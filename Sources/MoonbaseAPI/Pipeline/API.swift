@@ -197,7 +197,7 @@ public final class API: HTTPHandler {
         if let auth = http.header("authorization") {
             let lower = auth.lowercased()
             if lower.hasPrefix("bearer ") {
-                let t = String(auth.dropFirst(7)).trimmingSpaces()
+                let t = String(auth.dropFirst(7)).trimmingWhitespace()
                 return t.isEmpty ? nil : t
             }
         }
@@ -221,10 +221,12 @@ final class RoutedNote: Sendable {
 }
 
 extension String {
-    func trimmingSpaces() -> String {
-        var s = Substring(self)
-        while s.first == " " { s = s.dropFirst() }
-        while s.last == " " { s = s.dropLast() }
-        return String(s)
+    /// Without leading and trailing spaces, tabs and line breaks (Foundation-free).
+    public func trimmingWhitespace() -> String {
+        let u = Array(utf8)
+        var a = 0, b = u.count
+        while a < b, u[a] == 32 || u[a] == 10 || u[a] == 13 || u[a] == 9 { a += 1 }
+        while b > a, u[b - 1] == 32 || u[b - 1] == 10 || u[b - 1] == 13 || u[b - 1] == 9 { b -= 1 }
+        return String(decoding: u[a..<b], as: UTF8.self)
     }
 }

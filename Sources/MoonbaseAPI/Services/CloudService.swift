@@ -130,6 +130,14 @@ public final class CloudService: Sendable {
         let gen = generation
         let slot = slots.value
         if let vm = slot.vm, slot.generation == gen.id { return vm }
+        let vm = try loadedVM(gen)
+        slot.vm = vm
+        slot.generation = gen.id
+        return vm
+    }
+
+    /// A fresh VM with every file of `gen` loaded (per-thread VMs and job VMs alike).
+    func loadedVM(_ gen: Generation) throws(ParseError) -> LuaVM {
         let vm = try makeVM()
         for s in gen.sources {
             do throws(LuaLoadError) {
@@ -138,8 +146,6 @@ public final class CloudService: Sendable {
                 throw ParseError(.scriptFailed, "cloud code failed to load: \(error.description)")
             }
         }
-        slot.vm = vm
-        slot.generation = gen.id
         return vm
     }
 
@@ -187,20 +193,16 @@ public final class CloudService: Sendable {
     /// Runs a job on a VM of its own (the calling thread is the job's own thread).
     public func runJob(_ name: String, params: JSONObject, progress: @escaping (Double?, String?) -> Void,
                        message: @escaping (String) -> Void) throws(ParseError) -> String? {
-        let vm = try makeVM()
-        for s in generation.sources {
-            do throws(LuaLoadError) {
-                try vm.load(file: s.file, source: s.text, limits: limits.loading)
-            } catch {
-                throw ParseError(.scriptFailed, "cloud code failed to load: \(error.description)")
-            }
-        }
+        // One read of the generation: a reload between two reads could pair one generation's
+        // sources with another's id.
+        let gen = generation
+        let vm = try loadedVM(gen)
         let caller = CallerContext(identity: .master, requestId: "job-" + name)
         let slot = slots.value
         let savedVM = (slot.vm, slot.generation)
         // Nested db.* triggers of the job run on the job's VM.
         slot.vm = vm
-        slot.generation = generation.id
+        slot.generation = gen.id
         defer { (slot.vm, slot.generation) = savedVM }
         return try metered(caller) { () throws(ParseError) -> String? in
             try vm.runJob(name, params: params, request: CloudRequest(identity: .master, requestId: caller.requestId),

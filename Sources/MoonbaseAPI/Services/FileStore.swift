@@ -30,11 +30,14 @@ public final class FileStore: Sendable {
         }
     }
 
+    /// `[A-Za-z0-9._-]`: the bytes a stored file or Lua file name may hold.
+    static func isSafeNameByte(_ c: UInt8) -> Bool {
+        (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 46 || c == 45 || c == 95
+    }
+
     /// A client's file name, or 122 when nothing usable is left of it.
     public static func sanitize(_ name: String) throws(ParseError) -> String {
-        let allowed = name.utf8.filter { c in
-            (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 46 || c == 45 || c == 95
-        }
+        let allowed = name.utf8.filter(isSafeNameByte)
         var out = Array(allowed)
         while out.first == 46 { out.removeFirst() }
         guard !out.isEmpty, out.count <= 128, name.utf8.count <= 256 else {
@@ -47,9 +50,7 @@ public final class FileStore: Sendable {
     static func isStoredName(_ name: String) -> Bool {
         let u = Array(name.utf8)
         guard u.count > 33, u.count <= 170, u[32] == 95, u.first != 46 else { return false }
-        return u.allSatisfy { c in
-            (c >= 48 && c <= 57) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c == 46 || c == 45 || c == 95
-        }
+        return u.allSatisfy(isSafeNameByte)
     }
 
     /// Saves an upload; returns the stored name.

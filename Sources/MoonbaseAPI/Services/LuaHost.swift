@@ -139,12 +139,7 @@ struct LuaHost: CloudHostAPI {
             if let a = v?.arrayValue { return a.compactMap(\.stringValue) }
             return nil
         }
-        let keys = list(opts["keys"])
-        let include = list(opts["include"]) ?? []
-        for k in (keys ?? []) + include where !Naming.isValidFieldPath(k) {
-            throw ParseError(.invalidKeyName, "invalid field name: \(k)")
-        }
-        return (keys, include)
+        return try ClassesEndpoints.validated(keys: list(opts["keys"]), include: list(opts["include"]) ?? [])
     }
 
     func filesCall(_ name: String, _ args: [LuaValue]) throws(ParseError) -> JSONValue {
