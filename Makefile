@@ -1,7 +1,7 @@
 # Moonbase: `make run` serves the default functions/ and cron/ on 127.0.0.1:8080;
 # `make test` runs the whole suite (unit tests + end-to-end tests against the real binary).
 SHELL := /bin/bash
-APT_PACKAGES := libsqlite3-dev liblua5.4-dev libmicrohttpd-dev libsodium-dev pkg-config python3-venv sqlite3 curl
+APT_PACKAGES := libsqlite3-dev liblua5.4-dev libmicrohttpd-dev libsodium-dev libssl-dev libwslay-dev libcurl4-openssl-dev libpq-dev pkg-config python3-venv sqlite3 curl
 BENCH_APT_PACKAGES := wrk
 VENV := .venv
 PY := $(VENV)/bin/python

@@ -19,6 +19,7 @@ let package = Package(
         .systemLibrary(name: "CLua", pkgConfig: "lua5.4", providers: [.apt(["liblua5.4-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // Our C targets.
         .target(name: "CJSON"),
@@ -28,7 +29,7 @@ let package = Package(
         .target(name: "MoonbaseCore", swiftSettings: swiftSettings),
         .target(name: "MoonbaseJSON", dependencies: ["MoonbaseCore", "CJSON"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "CSQLite"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseCrypto", dependencies: ["MoonbaseCore", "CSodium"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseCrypto", dependencies: ["MoonbaseCore", "CSodium", "COpenSSL"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseAuth", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseCrypto"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseLua", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseCrypto", "CLuaBridge"], swiftSettings: swiftSettings),
