@@ -45,7 +45,7 @@ check: build
 # End-to-end tests first (they use the debug binary), the swift test summary line last.
 test: deps venv
 	swift build --build-tests $(SWIFT_FLAGS)
-	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) -m pytest -q tests/e2e tests/cron; rc=$$?; \
+	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) -m pytest -q tests/docs tests/e2e tests/cron; rc=$$?; \
 	  if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi
 	swift test --skip-build $(SWIFT_FLAGS)
 

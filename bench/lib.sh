@@ -1,7 +1,7 @@
 # Sourced by bench/run.sh: server control, job polling and the wrk measurement loop.
-# The measurement follows shared/peers/bench.sh (same wrk settings, same quiet-box wait and
+# The measurement follows the peers kit's bench.sh (same wrk settings, same quiet-box wait and
 # noisy-run retry, same CPU arithmetic) so Moonbase's figures compare with PocketBase's, except
-# that memory is RssAnon (private memory; SQLite's mmap'd file pages excluded), DESIGN §9.
+# that memory is RssAnon (private memory; SQLite's mmap'd file pages excluded).
 
 CLK=$(getconf CLK_TCK)
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarises one `bench/run.sh` run (bench/results/<timestamp>/) as Markdown: Moonbase next to
-PocketBase per workload (median run by req/s, as shared/peers/bench.sh picks it), the ratios, the
-budgets of DESIGN §9 and whether each is met.
+PocketBase per workload (median run by req/s, as the peers kit's bench.sh picks it), the ratios, the
+budgets and whether each is met.
 
 usage: report.py RESULT_DIR                    -> the summary on stdout
        report.py RESULT_DIR --update FILE.md   -> replaces the part of FILE.md between
@@ -77,7 +77,7 @@ def main():
     add("### Moonbase vs PocketBase (same run, median of the runs by req/s)")
     add("")
     add("| workload | Moonbase req/s (min–max) | p50 / p99 ms | CPU µs/req | PocketBase req/s | p99 ms | CPU µs/req "
-        "| ratio req/s | ratio CPU/req | budget (DESIGN §9) | |")
+        "| ratio req/s | ratio CPU/req | budget | |")
     add("|---|---|---|---|---|---|---|---|---|---|---|")
 
     def row(name, mw, pr, budget, ok, pname=""):

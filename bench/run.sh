@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# `make bench`: DESIGN §9's workloads, Moonbase side by side with PocketBase 0.40.6 (request log
+# `make bench`: the benchmark workloads (W1-W6, see bench/RESULTS.md), Moonbase side by side with PocketBase 0.40.6 (request log
 # off) in ONE run, on loopback; raw results in bench/results/<timestamp>/ (gitignored) and the
 # summary table (ratios, budgets, met or not) in bench/RESULTS.md between its generated markers.
 #
-# Order: install peers (shared/peers/setup.sh) and build Moonbase release; seed Moonbase's data
+# Order: install peers (the peers kit's setup.sh) and build Moonbase release; seed Moonbase's data
 # sets (not measured); PocketBase W1/W3/W3s/W2 (+ its records API) with the peers' own bench.sh;
 # Moonbase W1 (route, function, 10 indexed reads), W3, W3s, W5, W2 on one process (RssAnon idle
 # and after); W1 with accounting on vs off (two fresh processes, reps alternated); W6 cleanup.
@@ -14,7 +14,7 @@
 #   POSTS [100000] POSTS_W5 [1000000] POSTS_W6 [100000]   data set sizes
 #   MOONBASE_BIN   a prebuilt binary (skips the release build); BENCH_SCRATCH: --scratch-path for it
 #   SKIP_SETUP=1   do not run the peers' setup.sh;  SKIP_PEERS=1  Moonbase only (no ratios)
-#   BENCH_BOOST [1]  run in its own autogroup at nice -20 like shared/peers/run_all.sh (root only)
+#   BENCH_BOOST [1]  run in its own autogroup at nice -20 like the peers kit's run_all.sh (root only)
 #   UPDATE_RESULTS [1]  rewrite the generated part of bench/RESULTS.md
 # Quick smoke run: DURATION=3s WARMUP=1s REPEAT=1 POSTS_W5=100000 POSTS_W6=5000 UPDATE_RESULTS=0 bash bench/run.sh
 set -euo pipefail
@@ -27,9 +27,19 @@ if [ "${BENCH_BOOST:-1}" = 1 ] && [ -z "${BENCH_BOOSTED:-}" ] && [ "$(id -u)" = 
   exec setsid -w bash -c 'echo -20 > /proc/self/autogroup 2>/dev/null || true; exec nice -n -20 "$0" "$@"' "$0" "$@"
 fi
 
-PEERS="${PEERS_DIR:-$(dirname "$REPO")/shared/peers}"
-[ -f "$PEERS/bench.sh" ] || PEERS="/work/shared/peers"
-[ -f "$PEERS/bench.sh" ] || { echo "shared/peers not found (set PEERS_DIR)" >&2; exit 1; }
+# The peers (PocketBase, nginx + Lua) come from a peers kit: a folder with setup.sh (installs the
+# peer servers), bench.sh (their wrk scripts and settings), run_all.sh and common/seed.sql.
+PEERS="${PEERS_DIR:-}"
+if [ -z "$PEERS" ] || [ ! -f "$PEERS/bench.sh" ]; then
+  cat >&2 <<'EOF_PEERS'
+make bench compares Moonbase with peer servers side by side in one run, and needs the peers kit:
+a folder holding setup.sh (installs PocketBase and nginx with its Lua module), bench.sh, run_all.sh,
+wrk/ and common/seed.sql. Point PEERS_DIR at it:
+
+    PEERS_DIR=/path/to/peers make bench
+EOF_PEERS
+  exit 2
+fi
 
 export THREADS="${THREADS:-1}" CONNS="${CONNS:-32}" DURATION="${DURATION:-10s}" WARMUP="${WARMUP:-3s}" REPEAT="${REPEAT:-3}"
 export QUIET_PCT="${QUIET_PCT:-15}" QUIET_WAIT="${QUIET_WAIT:-5}" NOISE_PCT="${NOISE_PCT:-25}" NOISE_RETRIES="${NOISE_RETRIES:-2}"
@@ -46,7 +56,7 @@ mkdir -p "$OUT/moonbase"
 . "$HERE/lib.sh"
 printf "$HDR" > "$OUT/moonbase/runs.tsv"; printf "$HDR" > "$OUT/moonbase/runs-discarded.tsv"
 
-export PEERS_RUN_DIR="$STATE/peers-run"   # our own PocketBase state; never inside shared/
+export PEERS_RUN_DIR="$STATE/peers-run"   # our own PocketBase state; never inside the peers kit
 PB_STARTED=0
 cleanup() {
   local n
@@ -59,7 +69,7 @@ trap 'exit 130' INT TERM
 
 # --- 1. peers and the release build ---------------------------------------------------------
 if [ "${SKIP_SETUP:-0}" != 1 ] && [ "${SKIP_PEERS:-0}" != 1 ]; then
-  log "installing peers (shared/peers/setup.sh)"
+  log "installing peers ($PEERS/setup.sh)"
   bash "$PEERS/setup.sh" > "$OUT/peers-setup.log" 2>&1 || { tail -20 "$OUT/peers-setup.log" >&2; die "peers setup failed"; }
 fi
 if [ -z "${MOONBASE_BIN:-}" ]; then
@@ -112,7 +122,7 @@ seed_job "$P1" benchSeedPosts "{\"className\":\"BenchM\",\"count\":$POSTS_W5,\"s
 seed_job "$P1" benchSeedRead '{"count":1000}' 600
 wait "$W6SEED" || die "W6 seeding failed"
 mb_stop seed; mb_stop seed-w6
-# createdAt spread back in time as shared/peers/common/seed.sql spreads it (N posts, one per
+# createdAt spread back in time as the peers kit's common/seed.sql spreads it (N posts, one per
 # second, the newest one second old). The store stamps creates with "now" and no API can create a
 # past-dated object, so in a real Moonbase the rows inserted first are the oldest: the harness
 # rewrites the two timestamp columns of the stopped server's database in that order (newest =

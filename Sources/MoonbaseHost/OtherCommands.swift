@@ -14,10 +14,17 @@ import Glibc
 /// jobs they name exist; errors with file:line; exit 1 on any.
 enum CheckCommand {
     static func run(_ args: [String]) throws -> Int32 {
-        guard let (a, c) = try Commands.parse(args, help: "usage: moonbase check [DIR] [--cron DIR]") else { return 0 }
+        guard let (a, c) = try Commands.parse(args, flags: ["list-api"],
+                                              help: "usage: moonbase check [DIR] [--cron DIR] | moonbase check --list-api") else { return 0 }
+        let vm = try LuaVM()
+        if a.flag("list-api") {
+            // The Lua globals and namespace functions a script can use, one per line (for editor
+            // setups such as a Lua language server's globals list).
+            for name in vm.apiNames() { print(name) }
+            return 0
+        }
         let dir = a.positionals.first ?? c.functionsDir
         var failures = 0
-        let vm = try LuaVM()
         for s in CloudService.readSources(dir) {
             do throws(LuaLoadError) {
                 try vm.load(file: s.file, source: s.text)

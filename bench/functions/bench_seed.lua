@@ -1,7 +1,7 @@
 -- Bench-only Cloud Code (bench/run.sh copies it next to the shipped functions/ in a temporary
 -- folder; it is never deployed with the app). Jobs that fill the benchmark data sets fast: each
 -- batch is one db.transaction on the writer with master-key creates, started through
--- POST /parse/jobs/NAME like any job. Positions and ages follow shared/peers/common/seed.sql:
+-- POST /parse/jobs/NAME like any job. Positions and ages follow the peers kit's common/seed.sql:
 -- latitude uniform in [40, 41), longitude uniform in [-74.5, -73.5), five categories; the
 -- harness spreads createdAt back in time afterwards (the store stamps creates with "now").
 
@@ -66,7 +66,7 @@ cloud.job("benchSeedRead", function(req)
 end)
 
 -- benchSeedExpired {count = 100000, comments = 3, reactions = 5, batch = 1000}: W6 data in the
--- reference app's classes (functions/schema.lua, APP.md): expired posts by a few real users, each
+-- reference app's classes (functions/schema.lua, functions/README.md): expired posts by a few real users, each
 -- with `comments` comments and `reactions` reactions from distinct users (Reaction (post, user)
 -- is unique), counters set to match. Run it WITHOUT the app's triggers loaded (they refuse
 -- comments on expired posts and would recount), then serve the shipped functions/ for the job.

@@ -1,5 +1,5 @@
 // `swift run -c release jsonbench`: CPU per parse / encode of a 1 KB Parse object with our
-// codec (MoonbaseJSON), the DESIGN §9 JSON budget (≤ 10 µs each way). Run by `make bench`.
+// codec (MoonbaseJSON), the JSON budget (≤ 10 µs each way). Run by `make bench`.
 import MoonbaseCore
 import CJSON
 import MoonbaseJSON

@@ -1,6 +1,6 @@
 -- W3 / W3s: newest 20 posts in a random BOX x BOX degree box, in Parse's shape:
 --   GET /parse/classes/CLASS?where={"location":{"$within":{"$box":[sw,ne]}}}&order=-createdAt&limit=20
--- The boxes are the ones shared/peers/wrk/query.lua sends to PocketBase (same seed 1234, same draws).
+-- The boxes are the ones the peers kit's wrk/query.lua sends to PocketBase (same seed 1234, same draws).
 -- usage: wrk ... -s box.lua http://127.0.0.1:PORT -- [BOX] [CLASS]   (BOX default 0.1, CLASS Bench)
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local parse = dofile(dir .. "parse.lua")

@@ -1,5 +1,5 @@
 -- W2: POST /parse/classes/CLASS {text, category, likes, location: GeoPoint} in Parse's shape,
--- the same random documents (fixed seed 4242) as shared/peers/wrk/post.lua sends to PocketBase.
+-- the same random documents (fixed seed 4242) as the peers kit's wrk/post.lua sends to PocketBase.
 -- usage: wrk ... -s create.lua http://127.0.0.1:PORT -- [CLASS]   (default Bench)
 local dir = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local parse = dofile(dir .. "parse.lua")

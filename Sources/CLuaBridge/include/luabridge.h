@@ -111,6 +111,10 @@ size_t lb_memory(lb_vm *vm);
 int lb_depth(lb_vm *vm);
 int lb_stack_top(lb_vm *vm);
 
+/* Every global and namespace field a script can reach, one dotted name per line (malloc'd; the
+ * caller frees it); NULL on failure. */
+char *lb_api_names(lb_vm *vm, size_t *len);
+
 /* Validates UTF-8 (shared with CJSON). */
 int lb_utf8_valid(const char *s, size_t n);
 
