@@ -55,5 +55,7 @@ let package = Package(
         .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCrypto"]),
         .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
         .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
+        // The whole host built in process (Host.build) and driven without sockets.
+        .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCore"]),
     ]
 )
