@@ -18,7 +18,7 @@
 #define MAX_DEPTH 200
 #define MAX_OUT ((size_t)256 << 20)
 
-int lb_utf8_valid(const char *s, size_t n) { return cj_utf8_valid((const uint8_t *)s, n); }
+static int lb_utf8_valid(const char *s, size_t n) { return cj_utf8_valid((const uint8_t *)s, n); }
 
 /* ---------------------------------------------------------------- buffer */
 

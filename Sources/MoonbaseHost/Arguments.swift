@@ -7,7 +7,6 @@ public struct Arguments: Sendable {
     public private(set) var positionals: [String] = []
     private var values: [String: String] = [:]
     private var flags: Set<String> = []
-    private var consumed: Set<String> = []
 
     /// - Parameters:
     ///   - args: the words after the verb.

@@ -3,6 +3,7 @@ import MoonbaseAuth
 import MoonbaseCore
 import MoonbaseCron
 import MoonbaseHTTP
+import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
 import MoonbaseSQLite
@@ -111,8 +112,6 @@ public final class Host: Sendable {
         }
     }
 }
-
-import MoonbaseJSON
 
 struct JSONObjectBuilder {
     var entries: [JSONObject.Entry] = []

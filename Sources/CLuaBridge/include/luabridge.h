@@ -115,7 +115,4 @@ int lb_stack_top(lb_vm *vm);
  * caller frees it); NULL on failure. */
 char *lb_api_names(lb_vm *vm, size_t *len);
 
-/* Validates UTF-8 (shared with CJSON). */
-int lb_utf8_valid(const char *s, size_t n);
-
 #endif

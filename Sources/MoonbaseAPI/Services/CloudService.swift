@@ -176,7 +176,6 @@ public final class CloudService: Sendable {
         }
     }
 
-    public func hasFunction(_ name: String) -> Bool { registry.functions[name] != nil }
     public func hasJob(_ name: String) -> Bool { registry.jobs[name] != nil }
 
     public func rateLimitPerMinute(function: String) -> Int? {

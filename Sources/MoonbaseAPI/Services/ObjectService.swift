@@ -24,13 +24,6 @@ public struct CallerContext {
         self.headers = headers
         self.meter = meter
     }
-
-    /// The same caller acting with the master key (`{master = true}` in Lua).
-    public var asMaster: CallerContext {
-        var c = self
-        c.identity = .master
-        return c
-    }
 }
 
 /// Cloud Code triggers as the object service sees them (implemented over MoonbaseLua).
