@@ -35,7 +35,9 @@ class Server:
         os.makedirs(self.functions, exist_ok=True)
         os.makedirs(self.cron, exist_ok=True)
         for name, text in (functions or {}).items():
-            with open(os.path.join(self.functions, name), "w") as f:
+            path = os.path.join(self.functions, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)       # lib/geo.lua and the like
+            with open(path, "w") as f:
                 f.write(text)
         for name, text in (cron or {}).items():
             with open(os.path.join(self.cron, name), "w") as f:
@@ -115,6 +117,20 @@ class Server:
 
     def call(self, name, params=None, session=None, master=False):
         return self.req("POST", f"/parse/functions/{name}", params or {}, session=session, master=master)
+
+
+def example_files(app, folder):
+    """The files of examples/APP/FOLDER (functions or cron), as {relative name: text}, to start a
+    server with exactly what the example ships."""
+    base = os.path.join(ROOT, "examples", app, folder)
+    out = {}
+    for dirpath, _, names in os.walk(base):
+        for n in names:
+            if n.endswith((".lua", ".cron")):
+                path = os.path.join(dirpath, n)
+                with open(path) as f:
+                    out[os.path.relpath(path, base)] = f.read()
+    return out
 
 
 @pytest.fixture
