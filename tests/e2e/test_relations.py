@@ -15,7 +15,7 @@ cloud.define("like", function(req)
 end)
 cloud.define("likers", function(req)
   local out = json.array()
-  for _, u in ipairs(db.find("_User", {["$relatedTo"] = {object = {__type = "Pointer", className = "Post", objectId = req.params.post}, key = "likes"}})) do
+  for _, u in ipairs(db.find("_User", {["$relatedTo"] = {object = {__type = "Pointer", className = "Post", objectId = req.params.post}, key = "likes"}}, {order = "username"})) do
     out[#out + 1] = u.username
   end
   return out

@@ -205,3 +205,32 @@ def test_role_in_class_level_permissions(world):
     assert world.req("GET", "/parse/classes/Note", who="bob").json()["code"] == 119
     assert world.req("POST", "/parse/batch", {"requests": [{"method": "POST", "path": "/classes/Note", "body": {}}]},
                      who="bob").json()[0]["error"]["code"] == 119
+
+
+def test_roles_rest_paths(world):
+    # Parse's /parse/roles paths are _Role under another name, batch included.
+    r = world.req("POST", "/parse/roles", {"name": "Ops", "ACL": {"*": {"read": True}},
+                                           "users": {"__op": "AddRelation", "objects": [ptr("_User", world.ids["alice"])]}}, who="master")
+    assert r.status_code == 201, r.text
+    rid = r.json()["objectId"]
+    assert world.req("GET", f"/parse/roles/{rid}", who="bob").json()["name"] == "Ops"
+    assert [o["name"] for o in world.req("GET", "/parse/roles", who="bob", params={"where": '{"name":"Ops"}'}).json()["results"]] == ["Ops"]
+    doc = world.req("POST", "/parse/classes/Doc", {"ACL": {"role:Ops": {"read": True}}}, who="master").json()["objectId"]
+    assert world.req("GET", f"/parse/classes/Doc/{doc}", who="bob").status_code == 404
+    b = world.req("POST", "/parse/batch", {"requests": [{"method": "PUT", "path": f"/parse/roles/{rid}", "body": {
+        "users": {"__op": "AddRelation", "objects": [ptr("_User", world.ids["bob"])]}}}]}, who="master").json()
+    assert "success" in b[0], b
+    assert world.req("GET", f"/parse/classes/Doc/{doc}", who="bob").status_code == 200
+    # the role's own ACL guards it: bob (public read only) cannot add himself elsewhere
+    r = world.req("PUT", f"/parse/roles/{rid}", {"users": {"__op": "AddRelation", "objects": [ptr("_User", world.ids["carol"])]}}, who="bob")
+    assert r.json()["code"] == 101
+    # the SDKs' Batch op (add and remove in one save)
+    r = world.req("PUT", f"/parse/roles/{rid}", {"users": {"__op": "Batch", "ops": [
+        {"__op": "AddRelation", "objects": [ptr("_User", world.ids["carol"])]},
+        {"__op": "RemoveRelation", "objects": [ptr("_User", world.ids["bob"])]}]}}, who="master")
+    assert r.status_code == 200, r.text
+    assert world.req("GET", f"/parse/classes/Doc/{doc}", who="bob").status_code == 404
+    assert world.req("GET", f"/parse/classes/Doc/{doc}", who="carol").status_code == 200
+    assert world.req("DELETE", f"/parse/roles/{rid}", who="master").status_code == 200
+    assert world.req("GET", f"/parse/classes/Doc/{doc}", who="carol").status_code == 404
+    assert world.req("GET", f"/parse/roles/{rid}", who="master").status_code == 404

@@ -38,7 +38,7 @@ enum FieldChange {
                 throw ParseError(.incorrectType, "Increment of \(name) needs a numeric amount")
             }
             return (.increment(name, amount), FieldInfo(type: .number))
-        case let op? where op == "AddRelation" || op == "RemoveRelation":
+        case let op? where op == "AddRelation" || op == "RemoveRelation" || op == "Batch":
             guard !nested else { throw ParseError(.invalidKeyName, "\(op) needs a top-level field, not \(name)") }
             let r = try RelationChange.parse(name, op: op, o)
             return (.relation(r), FieldInfo(type: .relation, targetClass: r.targetClass))

@@ -30,21 +30,45 @@ extension Naming {
     }
 }
 
-/// `AddRelation` / `RemoveRelation` members of one field, applied after the owner row is written.
+/// `AddRelation` / `RemoveRelation` members of one field (both at once for the SDKs'
+/// `{"__op":"Batch","ops":[…]}`), applied after the owner row is written.
 struct RelationChange {
     var field: String
-    var add: Bool
     var targetClass: String
-    var ids: [String]
+    var adds: [String] = []
+    var removes: [String] = []
 
     static func marker(_ targetClass: String) -> JSONValue {
         ["__type": "Relation", "className": .string(targetClass)]
     }
 
-    /// Parses `{"__op":"AddRelation"|"RemoveRelation","objects":[Pointer…]}`: every object a
-    /// Pointer (or full object) of one class.
+    /// Parses `{"__op":"AddRelation"|"RemoveRelation","objects":[Pointer…]}` (every object a
+    /// Pointer, or a full object, of one class) or a `Batch` of those.
     /// - Throws: 111 for anything else.
     static func parse(_ field: String, op: String, _ o: JSONObject) throws(ParseError) -> RelationChange {
+        if op == "Batch" {
+            guard let ops = o["ops"]?.arrayValue, !ops.isEmpty, ops.count <= 16 else {
+                throw ParseError(.incorrectType, "Batch of \(field) needs 1 to 16 ops")
+            }
+            var out: RelationChange?
+            for sub in ops {
+                guard let so = sub.objectValue, let sop = so["__op"]?.stringValue, sop == "AddRelation" || sop == "RemoveRelation" else {
+                    throw ParseError(.incorrectType, "Batch of \(field) holds only AddRelation and RemoveRelation")
+                }
+                let c = try parse(field, op: sop, so)
+                if var have = out {
+                    guard have.targetClass == c.targetClass else {
+                        throw ParseError(.incorrectType, "Batch of \(field): all objects must be of one class")
+                    }
+                    for id in c.adds { have.removes.removeAll { $0 == id }; if !have.adds.contains(id) { have.adds.append(id) } }
+                    for id in c.removes { have.adds.removeAll { $0 == id }; if !have.removes.contains(id) { have.removes.append(id) } }
+                    out = have
+                } else {
+                    out = c
+                }
+            }
+            return out!
+        }
         guard let items = o["objects"]?.arrayValue else { throw ParseError(.incorrectType, "\(op) of \(field) needs an objects array") }
         var cls: String?
         var ids: [String] = []
@@ -58,20 +82,20 @@ struct RelationChange {
             if !ids.contains(id) { ids.append(id) }
         }
         guard let cls else { throw ParseError(.incorrectType, "\(op) of \(field) needs at least one object") }
-        return RelationChange(field: field, add: op == "AddRelation", targetClass: cls, ids: ids)
+        return op == "AddRelation" ? RelationChange(field: field, targetClass: cls, adds: ids)
+            : RelationChange(field: field, targetClass: cls, removes: ids)
     }
 
     func apply(owner objectId: String, className: String, in tx: WriteTransaction) throws(ParseError) {
         let j = Naming.joinTable(className, field)
-        let sql = add ? "INSERT OR IGNORE INTO \(j)(owningId, relatedId) VALUES(?, ?)" : "DELETE FROM \(j) WHERE owningId = ? AND relatedId = ?"
-        for id in ids { _ = try tx.connection.run(sql, [.text(objectId), .text(id)]) }
+        for id in adds { _ = try tx.connection.run("INSERT OR IGNORE INTO \(j)(owningId, relatedId) VALUES(?, ?)", [.text(objectId), .text(id)]) }
+        for id in removes { _ = try tx.connection.run("DELETE FROM \(j) WHERE owningId = ? AND relatedId = ?", [.text(objectId), .text(id)]) }
     }
 }
 
 extension WriteTransaction {
-    /// Writes the relation members of `changes` for the owner `objectId` (after its row was
-    /// written under the caller's permissions), and marks role memberships stale when the owner
-    /// is a `_Role`.
+    /// Writes the relation members of `changes` for the owner `objectId`, after its row was
+    /// written under the caller's permissions.
     func applyRelations(_ changes: [RelationChange], owner objectId: String, className: String) throws(ParseError) {
         for c in changes { try c.apply(owner: objectId, className: className, in: self) }
     }

@@ -38,7 +38,7 @@ extension WriteTransaction {
             try TypedValues.checkFieldName(e.key, allowInternal: allowInternalFields)
             guard data[e.key] == nil else { throw ParseError(.invalidJSON, "duplicate field: \(e.key)") }
             let (change, info) = try FieldChange.parse(e.key, e.value)
-            if case .relation(let r) = change, r.add { relations.append(r) }
+            if case .relation(var r) = change { r.removes = []; relations.append(r) }
             guard let value = change.createValue else { continue }
             data.entries.append(.init(e.key, value))
             if let info { types.append((e.key, info)) }
