@@ -203,3 +203,16 @@ def test_no_operator_answers_unsupported(srv):
         r = srv.req("GET", "/parse/classes/Any", params={"where": json.dumps(w)})
         assert r.status_code == 200, (w, r.text)
         assert "unsupported" not in r.text
+
+
+def test_inner_queries_cannot_reveal_hidden_user_fields(srv):
+    r = srv.req("POST", "/parse/users", {"username": "ann", "password": "pw", "email": "ann@mail.test"})
+    assert r.status_code == 201, r.text
+    srv.req("POST", "/parse/classes/Guess", {"text": "ann@mail.test"}, master=True)
+    _, tb = signup(srv, "ben")
+    for where in [{"text": {"$select": {"query": {"className": "_User", "where": {}}, "key": "email"}}},
+                  {"text": {"$dontSelect": {"query": {"className": "_User", "where": {}}, "key": "email"}}},
+                  {"u": {"$inQuery": {"className": "_User", "where": {"email": "ann@mail.test"}}}},
+                  {"u": {"$inQuery": {"className": "_User", "where": {"$nor": [{"email": {"$regex": "^a"}}]}}}}]:
+        assert code(srv, "Guess", where, session=tb)[:2] == (403, 119), where
+    assert find(srv, "Guess", {"text": {"$select": {"query": {"className": "_User", "where": {}}, "key": "email"}}}, master=True) == ["ann@mail.test"]

@@ -80,6 +80,10 @@ extension QueryCompiler {
             throw ParseError(.invalidQuery, "\(op) needs {\"query\": {\"className\": …, \"where\": …}, \"key\": …}")
         }
         for e in o.entries where e.key != "query" && e.key != "key" { throw ParseError(.invalidQuery, "unknown \(op) option \(e.key)") }
+        // A hidden field (`_User.email`) may not be selected either: matching against it would reveal it.
+        if let ctx = subqueries, let cls = query["className"]?.stringValue {
+            try ProtectedFields.check(cls, where: nil, field: key, identity: ctx.identity)
+        }
         guard let sub = try innerQuery(query, op: op, depth: depth, state: state, column: { (inner) throws(ParseError) in
             let ref = try FieldRef(path: key, schema: inner)
             return ref.kind == .json ? ref.expr(ref.declared) : "t.\(ref.path)"
