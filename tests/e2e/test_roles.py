@@ -152,12 +152,16 @@ def test_role_acl_gain_and_loss_everywhere(world):
     assert sees("alice")
     assert world.call("luaDeleteWhere", {"class": "Doc"}, "alice") == 1
     # deleting the role removes the grant for everyone
-    world.req("DELETE", f"/parse/classes/_Role/{rid}", who="master")
+    doc2 = world.req("POST", "/parse/classes/Doc", {"title": "secret", "ACL": {"role:Editors": {"read": True}}},
+                     who="master").json()["objectId"]
+    assert world.req("GET", f"/parse/classes/Doc/{doc2}", who="alice").status_code == 200
+    assert world.req("DELETE", f"/parse/classes/_Role/{rid}", who="master").status_code == 200
+    assert world.req("GET", f"/parse/classes/Doc/{doc2}", who="alice").status_code == 404
 
 
 def test_role_hierarchy_as_parse(world):
-    # Parse: if Moderators is in Admins' `roles` relation... no: a role listed in another role's
-    # `roles` relation inherits that role's rights. Staff.roles = [Managers] → Managers' users get Staff's rights.
+    # As in Parse, a role listed in another role's `roles` relation inherits that role's rights:
+    # Staff.roles = [Managers] → Managers' users get Staff's rights, not the other way round.
     managers = world.role("Managers", users=["alice"])
     staff = world.role("Staff", users=["bob"], roles=[managers])
     staff_doc = world.req("POST", "/parse/classes/Doc", {"t": "staff", "ACL": {"role:Staff": {"read": True}}}, who="master").json()["objectId"]

@@ -98,15 +98,9 @@ public enum ClassPermissions {
     /// permissions never grant (as in Parse Server).
     public static func access(_ clp: JSONObject, _ op: ClassOperation, _ identity: Identity) -> ClassAccess {
         if identity.isMaster { return .allowed }
-        let entry = clp[op.rawValue]?.objectValue
-        if entry == nil && clp.isEmpty { return .allowed }
-        if let entry {
-            if entry["*"]?.boolValue == true { return .allowed }
-        } else {
-            return .allowed
-        }
+        guard let e = clp[op.rawValue]?.objectValue else { return .allowed }
+        if e["*"]?.boolValue == true { return .allowed }
         guard let uid = identity.userId else { return .denied }
-        let e = entry!
         if e["requiresAuthentication"]?.boolValue == true || e[uid]?.boolValue == true { return .allowed }
         for r in identity.roles where e["role:" + r]?.boolValue == true { return .allowed }
         guard op != .create else { return .denied }
