@@ -168,4 +168,23 @@ import Testing
         try store.delete("_Role", objectId: all.objectId, identity: .master)
         #expect(try store.roles(ofUser: "u1") == [])
     }
+
+    @Test func canSeeCombinesClassPermissionsRolesAndACL() throws {
+        let f = try StorageFixture()
+        let store = f.store
+        let u = "u1"
+        let mine = try store.insert("Doc", fields: ["owner": ["__type": "Pointer", "className": "_User", "objectId": .string(u)]],
+                                    acl: ["role:Staff": ["read": true]], identity: .master)
+        let other = try store.insert("Doc", fields: ["x": 1], acl: ["role:Staff": ["read": true]], identity: .master)
+        #expect(try store.canSee(mine, identity: .user(u, roles: ["Staff"])))
+        #expect(try !store.canSee(mine, identity: .user(u)))
+        try store.setClassPermissions("Doc", ["find": ["pointerFields": ["owner"]]])
+        #expect(try store.canSee(mine, identity: .user(u, roles: ["Staff"])))
+        #expect(try !store.canSee(other, identity: .user(u, roles: ["Staff"])))
+        #expect(try !store.canSee(mine, identity: .anonymous))
+        #expect(try store.canSee(other, identity: .master))
+        // role names are unique in SQLite as well
+        _ = try store.insert("_Role", fields: ["name": "Staff"], acl: [:], identity: .master)
+        #expect(throws: ParseError.self) { _ = try store.insert("_Role", fields: ["name": "Staff"], acl: [:], identity: .master) }
+    }
 }

@@ -33,7 +33,10 @@ public enum Roles {
         var aclGiven = acl ?? fields["ACL"]
         if aclGiven?.isNull == true { aclGiven = nil }
         guard aclGiven != nil else { throw ParseError(.validationError, "A role must have an ACL.") }
-        guard try tx.storeContext().catalog.schema(className) != nil else { return }
+        try tx.storeContext().catalog.ensureClass(className, in: tx)
+        // Names are looked up on every role create; the index also makes them unique in SQLite.
+        try tx.connection.execute(
+            "CREATE UNIQUE INDEX IF NOT EXISTS \"_Role__name\" ON \(Naming.table(className))(json_extract(data,'$.name'))")
         let taken = try tx.connection.scalar(
             "SELECT 1 FROM \(Naming.table(className)) WHERE json_extract(data,'$.name') = ? LIMIT 1", [.text(name)])
         if taken != nil { throw ParseError(.duplicateValue, "A role with the name \(name) already exists.") }
@@ -99,6 +102,19 @@ public final class RoleCache: Sendable {
 }
 
 extension SQLiteDocumentStore {
+    /// Whether `identity` may see `object` through `op` (`get`/`find`): the class permission
+    /// (roles and pointer permissions included) and the object's ACL. For checks made outside SQL,
+    /// such as deciding which subscribers an event reaches.
+    public func canSee(_ object: StoredObject, identity: Identity, op: ClassOperation = .find) throws(ParseError) -> Bool {
+        switch catalog.access(op, object.className, identity) {
+        case .denied: return false
+        case .allowed: return object.canRead(identity)
+        case .pointerFields(let fields):
+            guard let uid = identity.userId, object.canRead(identity) else { return false }
+            return ClassPermissions.pointerFieldsAdmit(fields, object: try object.fields(), userId: uid)
+        }
+    }
+
     /// The roles `userId` holds (names without `role:`), cached per user until a `_Role` write.
     public func roles(ofUser userId: String) throws(ParseError) -> [String] {
         let catalog = self.catalog
