@@ -216,3 +216,20 @@ def test_inner_queries_cannot_reveal_hidden_user_fields(srv):
                   {"u": {"$inQuery": {"className": "_User", "where": {"$nor": [{"email": {"$regex": "^a"}}]}}}}]:
         assert code(srv, "Guess", where, session=tb)[:2] == (403, 119), where
     assert find(srv, "Guess", {"text": {"$select": {"query": {"className": "_User", "where": {}}, "key": "email"}}}, master=True) == ["ann@mail.test"]
+
+
+def test_inner_query_beside_a_geo_constraint(srv):
+    # The geo planner drives these from the R*Tree or the cell index; the inner query's own `t`
+    # must still bind to the inner class.
+    hot = srv.req("POST", "/parse/classes/Post", {"hot": True}, master=True).json()["objectId"]
+    cold = srv.req("POST", "/parse/classes/Post", {"hot": False}, master=True).json()["objectId"]
+    for i in range(40):
+        srv.req("POST", "/parse/classes/Spot", {"text": f"s{i:02d}", "loc": gp(10 + i * 0.001, 20), "post": ptr("Post", hot if i % 2 else cold)},
+                master=True)
+    inq = {"post": {"$inQuery": {"className": "Post", "where": {"hot": True}}}}
+    near = {**inq, "loc": {"$nearSphere": gp(10, 20), "$maxDistanceInKilometers": 50}}
+    r = srv.req("GET", "/parse/classes/Spot", params={"where": json.dumps(near), "limit": "5"})
+    assert [o["text"] for o in r.json()["results"]] == ["s01", "s03", "s05", "s07", "s09"]
+    box = {**inq, "loc": {"$within": {"$box": [gp(9, 19), gp(11, 21)]}}}
+    r = srv.req("GET", "/parse/classes/Spot", params={"where": json.dumps(box), "order": "-createdAt", "limit": "3"})
+    assert [o["text"] for o in r.json()["results"]] == ["s39", "s37", "s35"]
