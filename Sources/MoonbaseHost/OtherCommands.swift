@@ -67,7 +67,7 @@ enum CallCommand {
         var caller = CallerContext(identity: .anonymous, requestId: "cli")
         if a.flag("master") { caller.identity = .master }
         if let id = a.value("user") {
-            caller.identity = .user(id)
+            caller.identity = try host.services.objects.store.identity(forUser: id)
             caller.user = try host.services.auth.getUser(id, identity: .master)
         }
         let result = try host.services.cloud.callFunction(name, params: params, caller: caller)

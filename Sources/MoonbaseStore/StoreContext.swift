@@ -7,6 +7,8 @@ import MoonbaseSQLite
 public final class StoreContext: Sendable {
     public let catalog: SchemaCatalog
     public let clock: any HostClock
+    /// Role memberships per user, invalidated by `_Role` writes.
+    public let roles = RoleCache()
 
     public init(catalog: SchemaCatalog, clock: any HostClock) {
         self.catalog = catalog

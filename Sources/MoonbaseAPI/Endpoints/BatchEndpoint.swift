@@ -45,7 +45,9 @@ enum BatchEndpoint {
             throw ParseError(.invalidJSON, "each batch request needs a method and a path")
         }
         if path.hasPrefix("/parse/") { path = String(path.dropFirst(6)) }
-        let parts = path.split(separator: "/").map(String.init)
+        var parts = path.split(separator: "/").map(String.init)
+        // `/roles[/ID]` is Parse's path for `/classes/_Role[/ID]`.
+        if parts.first == "roles", parts.count <= 2 { parts = ["classes", "_Role"] + parts.dropFirst() }
         guard parts.count >= 2, parts.count <= 3, parts[0] == "classes" else {
             throw ParseError(.invalidJSON, "unsupported batch path: \(path)")
         }

@@ -4,7 +4,7 @@ import MoonbaseHTTP
 extension API {
     /// Every built-in endpoint: Parse REST under `/parse`, OAuth, admin and metrics.
     static func parseEndpoints(_ s: Services) -> [(String, String, Endpoint)] {
-        ClassesEndpoints.routes(s) + UsersEndpoints.routes(s) + CloudEndpoints.routes(s)
+        ClassesEndpoints.routes(s) + RolesEndpoints.routes(s) + UsersEndpoints.routes(s) + CloudEndpoints.routes(s)
             + FilesEndpoints.routes(s) + BatchEndpoint.routes(s) + AdminEndpoints.routes(s, usage: s.usage)
     }
 

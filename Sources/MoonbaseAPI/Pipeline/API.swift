@@ -186,7 +186,7 @@ public final class API: HTTPHandler {
             guard let session = try services.auth.resolveSession(token) else {
                 throw ParseError(.invalidSessionToken, "Invalid session token")
             }
-            req.identity = .user(session.userId)
+            req.identity = try services.objects.store.identity(forUser: session.userId)
             req.user = session.user
             req.sessionToken = token
         }

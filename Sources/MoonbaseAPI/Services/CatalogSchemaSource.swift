@@ -17,4 +17,12 @@ struct CatalogSchemaSource: QuerySchemaSource, Sendable {
         do { try catalog.checkCLP(.get, className, identity) } catch { return false }
         return true
     }
+
+    func checkFind(_ className: String, identity: Identity) throws(ParseError) {
+        try catalog.checkCLP(.find, className, identity)
+    }
+
+    func readRestriction(_ className: String, _ op: ClassOperation, identity: Identity) -> (sql: String, binds: [SQLiteValue])? {
+        catalog.pointerRestriction(className, op, identity)
+    }
 }

@@ -175,16 +175,24 @@ public final class ObjectService: Sendable {
     public func get(_ className: String, _ objectId: String, keys: [String]? = nil, include: [String] = [],
                     caller: CallerContext) throws(ParseError) -> [UInt8] {
         try store.checkCLP(.get, className, caller.identity)
-        let q = FindQuery(className: className, where: .object(["objectId": .string(objectId)]),
+        var q = FindQuery(className: className, where: .object(["objectId": .string(objectId)]),
                           limit: 1, keys: keys, include: include)
+        q.operation = .get
         let r = try runFind(q, caller: caller)
         guard r.resultCount == 1 else { throw ParseError(.objectNotFound, "Object not found.") }
         // results is `[obj]`: strip the brackets.
         return Array(r.results.dropFirst().dropLast())
     }
 
-    public func find(_ q: FindQuery, caller: CallerContext) throws(ParseError) -> FindResult {
-        try store.checkCLP(q.limit == 0 && q.count ? .count : .find, q.className, caller.identity)
+    public func find(_ query: FindQuery, caller: CallerContext) throws(ParseError) -> FindResult {
+        var q = query
+        if let key = q.redirectClassNameForKey {
+            // Parse's `redirectClassNameForKey`: the query runs on the Relation's target class.
+            if let f = store.schema(q.className)?.fields[key], f.type == .relation, let target = f.targetClass { q.className = target }
+            q.redirectClassNameForKey = nil
+        }
+        q.operation = q.limit == 0 && q.count ? .count : .find
+        try store.checkCLP(q.operation, q.className, caller.identity)
         return try runFind(q, caller: caller)
     }
 
@@ -239,7 +247,8 @@ public final class ObjectService: Sendable {
             caller.meter?.dbWrites += 1
             return try store.write { (tx) throws(ParseError) -> Int in
                 guard let schema = try schemaSource.querySchema(className, on: tx.connection) else { return 0 }
-                let compiled = try QueryCompiler(schema: schema).compile(w)
+                let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(
+                    schemas: schemaSource, identity: identity, conn: tx.connection)).compile(w)
                 return try tx.deleteWhere(className, where: compiled, identity: identity)
             }
         }
@@ -258,7 +267,8 @@ public final class ObjectService: Sendable {
             caller.meter?.dbWrites += 1
             return try store.write { (tx) throws(ParseError) -> Int in
                 guard let schema = try schemaSource.querySchema(className, on: tx.connection) else { return 0 }
-                let compiled = try QueryCompiler(schema: schema).compile(w)
+                let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(
+                    schemas: schemaSource, identity: identity, conn: tx.connection)).compile(w)
                 return try tx.updateWhere(className, where: compiled, changes: changes, identity: identity)
             }
         }

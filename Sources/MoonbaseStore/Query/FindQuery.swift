@@ -25,6 +25,12 @@ public struct FindQuery: Sendable {
     /// Pointer paths to expand (dotted, ≤ 3 levels).
     public var include: [String]
     public var count: Bool
+    /// The class permission the read is checked against: `get` for a fetch by id, `count` for a
+    /// count-only query, else `find` (pointer permissions differ per operation).
+    public var operation: ClassOperation = .find
+    /// `redirectClassNameForKey`: query the target class of this Relation field of `className`
+    /// instead (with `$relatedTo`); resolved by the object service.
+    public var redirectClassNameForKey: String?
 
     public static let defaultLimit = 100
     public static let restMaxLimit = 1000
@@ -99,6 +105,12 @@ public struct FindQuery: Sendable {
             guard p.split(separator: ".").count <= Self.maxIncludeDepth else {
                 throw ParseError(.invalidQuery, "include paths are limited to \(Self.maxIncludeDepth) levels: \(p)")
             }
+        }
+        if let r = options["redirectClassNameForKey"], !r.isNull {
+            guard let key = r.stringValue, Naming.isValidFieldName(key) else {
+                throw ParseError(.invalidKeyName, "invalid field name in redirectClassNameForKey")
+            }
+            redirectClassNameForKey = key
         }
         switch options["count"] {
         case nil, .null?: count = false

@@ -95,7 +95,7 @@ struct IncludeExpander {
             var sql = "SELECT \(SelectBuilder.columns) FROM \(Naming.table(schema.className)) t WHERE t.objectId IN ("
                 + Array(repeating: "?", count: chunk.count).joined(separator: ",") + ")"
             var binds: [SQLiteValue] = chunk.map { .text($0) }
-            if let acl = SelectBuilder.aclFilter(identity) {
+            if let acl = QueryExecutor(schemas: schemas).readFilter(className, .get, identity) {
                 sql += " AND " + acl.sql
                 binds += acl.binds
             }

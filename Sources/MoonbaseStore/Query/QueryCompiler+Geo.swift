@@ -85,8 +85,16 @@ extension QueryCompiler {
                 filter = GeoFilter(field: field.path, rtree: rtree, boxes: Self.boxes(aroundLatitude: cLat, longitude: cLng, radians: r),
                                    exactSQL: "geo_distance(\(lat),\(lng),?,?) <= ?",
                                    exactBinds: [.real(cLat), .real(cLng), .real(r)], center: nil)
+            case "$polygon" where op == "$geoWithin":
+                let given = shape.value.parseType == "Polygon" ? (shape.value["coordinates"] ?? .null) : shape.value
+                let pts = try Polygon.parsePoints(given, what: "$polygon", code: .invalidQuery)
+                let box = GeoBox(south: pts.map(\.0).min()!, north: pts.map(\.0).max()!,
+                                 west: pts.map(\.1).min()!, east: pts.map(\.1).max()!)
+                let coords = JSONValue.array(pts.map { .array([.double($0.0), .double($0.1)]) }).jsonString
+                filter = GeoFilter(field: field.path, rtree: rtree, boxes: [box], exactSQL: "mb_polygon_contains(?,\(lat),\(lng)) = 1",
+                                   exactBinds: [.text(coords)], center: nil)
             default:
-                throw ParseError(.invalidQuery, "unsupported \(op) shape \(shape.key): use $box or $centerSphere")
+                throw ParseError(.invalidQuery, "unsupported \(op) shape \(shape.key): use $box, $centerSphere or $polygon")
             }
         default:
             throw ParseError(.invalidQuery, "unknown operator \(op)")
@@ -101,7 +109,10 @@ extension QueryCompiler {
         case nil: return .alwaysFalse  // no such field yet: nothing can match, and no R*Tree exists
         default: throw ParseError(.invalidQuery, "\(op) needs a GeoPoint field; \(field.path) is a \(field.declared!.rawValue)")
         }
-        if depth == 0, state.geo == nil {
+        // A polygon's bounding box is no area of its own: the planner's box shortcuts (cells or
+        // R*Tree coordinates inside the box count as matches) do not hold, so it stays generic.
+        let isPolygon = filter.exactSQL.hasPrefix("mb_polygon_contains")
+        if depth == 0, state.geo == nil, !isPolygon {
             var circle: (lat: Double, lng: Double, r: Double)?
             if filter.exactSQL.hasPrefix("geo_distance"), case .real(let la) = filter.exactBinds[0],
                case .real(let ln) = filter.exactBinds[1], case .real(let r) = filter.exactBinds[2] {
@@ -141,6 +152,21 @@ extension QueryCompiler {
     }
 
     static let world = GeoBox(south: -90, north: 90, west: -180, east: 180)
+
+    /// `{"$geoIntersects": {"$point": GeoPoint}}` on a Polygon field: polygons containing the point.
+    func geoIntersects(_ field: FieldRef, _ raw: JSONValue) throws(ParseError) -> Frag {
+        guard let o = raw.objectValue, o.count == 1, let p = o["$point"] else {
+            throw ParseError(.invalidQuery, "$geoIntersects needs {\"$point\": GeoPoint}")
+        }
+        guard case .geoPoint(let lat, let lng) = try QueryValue.geoPoint(p) else { return .alwaysFalse }
+        guard field.kind == .json else { throw ParseError(.invalidQuery, "$geoIntersects needs a Polygon field") }
+        switch field.declared {
+        case .polygon?: break
+        case nil: return .alwaysFalse
+        default: throw ParseError(.invalidQuery, "$geoIntersects needs a Polygon field; \(field.path) is a \(field.declared!.rawValue)")
+        }
+        return Frag("mb_polygon_contains(json_extract(data,'$.\(field.path).coordinates'),?,?) = 1", [.real(lat), .real(lng)])
+    }
 
     /// The R*Tree test as a `rid IN (…)` candidate set, AND-ed with the exact test.
     static func genericGeo(_ g: GeoFilter) -> Frag {

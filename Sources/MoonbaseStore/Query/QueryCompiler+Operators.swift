@@ -29,6 +29,12 @@ extension QueryCompiler {
             case "$options":
                 guard ops["$regex"] != nil else { throw ParseError(.invalidQuery, "$options needs $regex") }
             case "$text": parts.append(try text(field, v, state: state))
+            case "$containedBy": parts.append(try containedBy(field, v))
+            case "$inQuery": parts.append(try inQuery(field, v, op: op, depth: depth, state: state))
+            case "$notInQuery": parts.append(Self.not(try inQuery(field, v, op: op, depth: depth, state: state)))
+            case "$select": parts.append(try select(field, v, op: op, depth: depth, state: state))
+            case "$dontSelect": parts.append(Self.not(try select(field, v, op: op, depth: depth, state: state)))
+            case "$geoIntersects": parts.append(try geoIntersects(field, v))
             case "$nearSphere", "$within", "$geoWithin":
                 let hadGeo = state.geo != nil
                 parts.append(try geo(field, op, v, ops: ops, depth: depth, state: state))
@@ -118,6 +124,19 @@ extension QueryCompiler {
             }
         }
         return Self.and(parts)
+    }
+
+    /// `$containedBy`: an array field whose every element is one of the values (an empty array
+    /// qualifies; a missing or non-array field does not).
+    func containedBy(_ field: FieldRef, _ raw: JSONValue) throws(ParseError) -> Frag {
+        let values = try list(raw, op: "$containedBy")
+        guard field.kind == .json else { throw ParseError(.invalidQuery, "$containedBy needs an array field") }
+        if let d = field.declared, d != .array { throw ParseError(.invalidQuery, "$containedBy needs an array field; \(field.path) is a \(d.rawValue)") }
+        var conds: [Frag] = []
+        for v in values { conds.append(try elementCondition(try QueryValue(v), op: "=")) }
+        let any = Self.or(conds)
+        return Frag("(json_type(data,\(field.jsonPath)) = 'array' AND NOT EXISTS(SELECT 1 FROM json_each(data,\(field.jsonPath)) WHERE coalesce(\(any.sql),0) = 0))",
+                    any.binds)
     }
 
     func exists(_ field: FieldRef, _ raw: JSONValue) throws(ParseError) -> Frag {

@@ -7,8 +7,10 @@ import MoonbaseSQLite
 /// The class table is aliased `t`. Field expressions come from `Naming.fieldExpr`, so expression
 /// indexes declared on the same fields apply. Supported: equality (typed: Date, Pointer, File,
 /// GeoPoint; array containment), `$lt $lte $gt $gte $ne $in $nin $exists $all $regex $options`,
-/// `$or $and`, `$text`, `$nearSphere` (+ `$maxDistance*`), `$within {$box}`,
-/// `$geoWithin {$centerSphere|$box}`. Errors: unknown operator or malformed operand → 102,
+/// `$or $and $nor`, `$eq`, `$containedBy`, `$text`, `$nearSphere` (+ `$maxDistance*`),
+/// `$within {$box}`, `$geoWithin {$centerSphere|$box|$polygon}`, `$geoIntersects {$point}`, and,
+/// given a `SubqueryContext`, `$inQuery $notInQuery $select $dontSelect $relatedTo` (inner
+/// queries carry the caller's ACL and class permissions). Errors: unknown operator or malformed operand → 102,
 /// invalid field name → 105, value of the wrong type for the field → 111.
 ///
 /// ```swift
@@ -17,6 +19,8 @@ import MoonbaseSQLite
 /// ```
 public struct QueryCompiler: Sendable {
     public let schema: QuerySchema
+    /// Other classes and the caller, for inner queries; nil refuses them (102).
+    public let subqueries: SubqueryContext?
     /// Nesting bound for `$or`/`$and`, and a bound on the total number of constraints.
     public static let maxDepth = 8
     public static let maxConstraints = 512
@@ -25,7 +29,10 @@ public struct QueryCompiler: Sendable {
     /// `$regex` patterns, in bytes (DESIGN §3).
     public static let maxRegexBytes = 256
 
-    public init(schema: QuerySchema) { self.schema = schema }
+    public init(schema: QuerySchema, subqueries: SubqueryContext? = nil) {
+        self.schema = schema
+        self.subqueries = subqueries
+    }
 
     /// A SQL fragment with its binds.
     struct Frag {
@@ -108,7 +115,9 @@ public struct QueryCompiler: Sendable {
             throw ParseError(.invalidQuery, "query too complex: more than \(Self.maxConstraints) constraints")
         }
         switch key {
-        case "$or", "$and":
+        case "$relatedTo":
+            return try relatedTo(value)
+        case "$or", "$and", "$nor":
             guard depth < Self.maxDepth else {
                 throw ParseError(.invalidQuery, "query nested deeper than \(Self.maxDepth) levels")
             }
@@ -123,7 +132,11 @@ public struct QueryCompiler: Sendable {
                 let f = try compileObject(o, depth: depth + 1, state: state)
                 parts.append(f)
             }
-            return key == "$or" ? Self.or(parts) : Self.and(parts)
+            switch key {
+            case "$or": return Self.or(parts)
+            case "$nor": return Self.not(Self.or(parts))
+            default: return Self.and(parts)
+            }
         default:
             break
         }

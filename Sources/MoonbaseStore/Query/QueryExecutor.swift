@@ -9,6 +9,11 @@ public protocol QuerySchemaSource {
     /// Whether `identity` may fetch objects of `className` by id (its class-level `get`
     /// permission); `include` leaves pointers into classes it may not as Pointers.
     func allowsGet(_ className: String, identity: Identity) -> Bool
+    /// Throws 119 unless `identity` may find objects of `className` (inner queries).
+    func checkFind(_ className: String, identity: Identity) throws(ParseError)
+    /// The pointer-permission condition limiting `op` on `className` to the caller's objects
+    /// (`ClassPermissions.pointerCondition`), or nil when the caller is not limited that way.
+    func readRestriction(_ className: String, _ op: ClassOperation, identity: Identity) -> (sql: String, binds: [SQLiteValue])?
 }
 
 extension QuerySchemaSource {
@@ -16,6 +21,14 @@ extension QuerySchemaSource {
     public func allowsGet(_ className: String, identity: Identity) -> Bool {
         identity.isMaster || !ClassPermissions.masterOnlyClasses.contains(className)
     }
+
+    public func checkFind(_ className: String, identity: Identity) throws(ParseError) {
+        if !identity.isMaster && ClassPermissions.masterOnlyClasses.contains(className) {
+            throw ParseError(.operationForbidden, "unauthorized: master key is required")
+        }
+    }
+
+    public func readRestriction(_ className: String, _ op: ClassOperation, identity: Identity) -> (sql: String, binds: [SQLiteValue])? { nil }
 }
 
 /// Lua/REST `afterFind`: may edit or drop objects of a class before they are returned.
@@ -84,11 +97,13 @@ public struct QueryExecutor {
         try ProtectedFields.check(q.className, where: q.whereClause, order: q.order, identity: identity)
         guard let schema = try schemas.querySchema(q.className, on: conn) else {
             // Parse answers an empty list for a class that has no objects yet.
-            _ = try QueryCompiler(schema: QuerySchema(className: q.className, fields: [:])).compile(q.whereClause)
+            _ = try QueryCompiler(schema: QuerySchema(className: q.className, fields: [:]),
+                                  subqueries: SubqueryContext(schemas: schemas, identity: identity, conn: conn)).compile(q.whereClause)
             return FindResult(results: Array("[]".utf8), resultCount: 0, count: q.count ? 0 : nil)
         }
-        let compiled = try QueryCompiler(schema: schema).compile(q.whereClause)
-        let builder = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity))
+        let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(schemas: schemas, identity: identity, conn: conn))
+            .compile(q.whereClause)
+        let builder = SelectBuilder(schema: schema, compiled: compiled, acl: readFilter(q.className, q.operation, identity))
         var count: Int?
         if q.count {
             let c = builder.count()
@@ -136,13 +151,23 @@ public struct QueryExecutor {
         return FindResult(results: w.bytes, resultCount: objects.count, count: count)
     }
 
+    /// The read filter for `identity` on `className`: its ACL condition, AND the pointer
+    /// permissions' condition when class permissions limit it to its own objects.
+    func readFilter(_ className: String, _ op: ClassOperation, _ identity: Identity) -> QueryCompiler.Frag? {
+        var conds: [QueryCompiler.Frag] = []
+        if let acl = SelectBuilder.aclFilter(identity) { conds.append(acl) }
+        if let r = schemas.readRestriction(className, op, identity: identity) { conds.append(QueryCompiler.Frag(r.sql, r.binds)) }
+        return conds.isEmpty ? nil : QueryCompiler.and(conds)
+    }
+
     /// Number of objects matching `where` that `identity` may read.
     public func count(className: String, where whereClause: JSONValue?, identity: Identity, on conn: Connection) throws(ParseError) -> Int {
         try ProtectedFields.check(className, where: whereClause, identity: identity)
         guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         guard let schema = try schemas.querySchema(className, on: conn) else { return 0 }
-        let compiled = try QueryCompiler(schema: schema).compile(whereClause)
-        let c = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity)).count()
+        let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(schemas: schemas, identity: identity, conn: conn))
+            .compile(whereClause)
+        let c = SelectBuilder(schema: schema, compiled: compiled, acl: readFilter(className, .count, identity)).count()
         guard case .integer(let n)? = try conn.scalar(c.sql, c.binds) else { return 0 }
         return Int(n)
     }
@@ -154,10 +179,11 @@ public struct QueryExecutor {
         try ProtectedFields.check(className, where: whereClause, field: field, identity: identity)
         guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         guard let schema = try schemas.querySchema(className, on: conn) else { return [] }
-        let compiled = try QueryCompiler(schema: schema).compile(whereClause)
+        let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(schemas: schemas, identity: identity, conn: conn))
+            .compile(whereClause)
         let ref = try FieldRef(path: field, schema: schema)
         var conds = [QueryCompiler.Frag(compiled.sql, compiled.binds)]
-        if let acl = SelectBuilder.aclFilter(identity) { conds.append(acl) }
+        if let acl = readFilter(className, .find, identity) { conds.append(acl) }
         let w = QueryCompiler.and(conds)
         let table = Naming.table(className)
         let sql: String

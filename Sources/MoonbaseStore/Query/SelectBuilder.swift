@@ -33,13 +33,14 @@ struct SelectBuilder {
     /// Read filter for non-master callers, nil for master.
     let acl: QueryCompiler.Frag?
 
-    /// The ACL read filter (DESIGN §10): public rows, `*` readers, or the user among readers.
+    /// The ACL read filter: public rows, `*` readers, or the user or one of its roles among readers.
     static func aclFilter(_ identity: Identity) -> QueryCompiler.Frag? {
         switch identity {
         case .master: return nil
         case .anonymous: return QueryCompiler.Frag("(t.rperm IS NULL OR instr(t.rperm,'|*|')>0)")
-        case .user(let id):
-            return QueryCompiler.Frag("(t.rperm IS NULL OR instr(t.rperm,'|*|')>0 OR instr(t.rperm,?)>0)", [.text("|\(id)|")])
+        case .user:
+            let c = ACLs.principalCondition(identity, column: "t.rperm", orPublic: "t.rperm IS NULL OR instr(t.rperm,'|*|')>0")
+            return QueryCompiler.Frag(c.sql, c.binds)
         }
     }
 

@@ -92,7 +92,7 @@ public struct ClassSchema: Sendable, Equatable {
 extension FieldInfo {
     /// "Number", "Pointer<_User>": how type mismatch messages name a type.
     public var displayName: String {
-        if type == .pointer, let t = targetClass { return "Pointer<\(t)>" }
+        if type == .pointer || type == .relation, let t = targetClass { return "\(type.rawValue)<\(t)>" }
         return type.rawValue
     }
 }

@@ -98,7 +98,8 @@ public final class SchemaCatalog: Sendable {
         var added: [(String, FieldInfo)] = []
         for (name, info) in incoming {
             if let have = s.fields[name] {
-                if have.type != info.type || (have.type == .pointer && info.targetClass != nil && have.targetClass != info.targetClass) {
+                if have.type != info.type || ((have.type == .pointer || have.type == .relation) && info.targetClass != nil
+                    && have.targetClass != info.targetClass) {
                     throw ParseError(.incorrectType,
                                      "schema mismatch for \(className).\(name); expected \(have.displayName) but got \(info.displayName)")
                 }
@@ -113,6 +114,10 @@ public final class SchemaCatalog: Sendable {
         for (name, info) in added {
             s.add(name, info)
             if info.type == .geoPoint { try tx.connection.execute(Naming.geoDDL(className, name)) }
+            if info.type == .relation, let target = info.targetClass {
+                if target != className { try ensureClass(target, in: tx) }
+                try tx.connection.execute(Naming.relationDDL(owner: className, field: name, target: target))
+            }
         }
         let names = Set(added.map(\.0).filter { s.fields[$0]?.type == .pointer || s.fields[$0]?.type == .date })
         if !names.isEmpty {

@@ -6,8 +6,8 @@ import MoonbaseSQLite
 ///
 /// `rperm`/`wperm` are NULL when everyone may read/write (no ACL, or `"*"` granted), else
 /// `|id1|id2|` (just `|` when nobody but the master key). A reader or writer `uid` matches with
-/// `instr(rperm, '|uid|') > 0`. Role entries (`role:Name`) are stored and listed but no
-/// identity carries roles yet.
+/// `instr(rperm, '|uid|') > 0`; a role entry `role:Name` is stored the same way and matches a
+/// user whose identity carries that role (`Identity.roles`), one bound `instr` test per role.
 public enum ACLs {
     /// Validates an ACL (`{"*":{"read":true},"uid":{"read":true,"write":true}}`).
     /// - Throws: 123 "invalid ACL" for anything else.
@@ -15,7 +15,7 @@ public enum ACLs {
         guard let o = v.objectValue else { throw ParseError(.invalidACL, "invalid ACL: must be an object") }
         for e in o {
             let key = e.key
-            let okKey = key == "*" || (key.hasPrefix("role:") && key.utf8.count > 5 && key.utf8.count <= 70)
+            let okKey = key == "*" || (key.hasPrefix("role:") && Roles.isValidName(String(key.dropFirst(5))))
                 || (!key.isEmpty && key.utf8.count <= 64 && key.utf8.allSatisfy { ClassPermissions.isIdChar($0) })
             guard okKey, let perms = e.value.objectValue else { throw ParseError(.invalidACL, "invalid ACL entry: \(key)") }
             for p in perms {
@@ -61,8 +61,27 @@ public enum ACLs {
         switch identity {
         case .master: return nil
         case .anonymous: return ("\(column) IS NULL", [])
-        case .user(let uid): return ("(\(column) IS NULL OR instr(\(column), ?) > 0)", [.text("|\(uid)|")])
+        case .user: return principalCondition(identity, column: column, orPublic: "\(column) IS NULL")
         }
+    }
+
+    /// `(public OR instr(column,'|uid|')>0 OR instr(column,'|role:A|')>0 …)`: one bound test per
+    /// principal of a user identity (the user id, then each role). Nothing from the identity is
+    /// spliced into the text.
+    static func principalCondition(_ identity: Identity, column: String, orPublic: String) -> (sql: String, binds: [SQLiteValue]) {
+        var sql = "(" + orPublic
+        var binds: [SQLiteValue] = []
+        for p in principals(identity) {
+            sql += " OR instr(\(column), ?) > 0"
+            binds.append(.text("|\(p)|"))
+        }
+        return (sql + ")", binds)
+    }
+
+    /// The ACL keys that grant `identity` access: its user id and `role:NAME` for each role.
+    public static func principals(_ identity: Identity) -> [String] {
+        guard let uid = identity.userId else { return [] }
+        return [uid] + identity.roles.map { "role:" + $0 }
     }
 
     /// Whether a permission column value admits `identity`.
@@ -71,7 +90,7 @@ public enum ACLs {
         switch identity {
         case .master: return true
         case .anonymous: return false
-        case .user(let uid): return perm.contains("|\(uid)|")
+        case .user: return principals(identity).contains { perm.contains("|\($0)|") }
         }
     }
 }

@@ -9,12 +9,16 @@ enum FieldChange {
     case increment(String, JSONValue)
     /// `Add`, `AddUnique` or `Remove` with the canonicalised items.
     case array(String, ArrayOp, [JSONValue])
+    /// `AddRelation` / `RemoveRelation`: the field holds the Relation marker, members go to the
+    /// join table (`RelationChange.apply`).
+    case relation(RelationChange)
 
     enum ArrayOp: String { case add = "Add", addUnique = "AddUnique", remove = "Remove" }
 
     var field: String {
         switch self {
         case .set(let f, _), .delete(let f), .increment(let f, _), .array(let f, _, _): return f
+        case .relation(let r): return r.field
         }
     }
 
@@ -34,6 +38,10 @@ enum FieldChange {
                 throw ParseError(.incorrectType, "Increment of \(name) needs a numeric amount")
             }
             return (.increment(name, amount), FieldInfo(type: .number))
+        case let op? where op == "AddRelation" || op == "RemoveRelation" || op == "Batch":
+            guard !nested else { throw ParseError(.invalidKeyName, "\(op) needs a top-level field, not \(name)") }
+            let r = try RelationChange.parse(name, op: op, o)
+            return (.relation(r), FieldInfo(type: .relation, targetClass: r.targetClass))
         case let op? where FieldChange.ArrayOp(rawValue: op) != nil:
             guard let items = o["objects"]?.arrayValue else {
                 throw ParseError(.incorrectType, "\(op) of \(name) needs an objects array")
@@ -50,6 +58,7 @@ enum FieldChange {
     var createValue: JSONValue? {
         switch self {
         case .set(_, let v): return v
+        case .relation(let r): return RelationChange.marker(r.targetClass)
         case .delete: return nil
         case .increment(_, let v): return v
         case .array(_, let op, let items):
@@ -100,6 +109,9 @@ enum FieldChange {
             case .array(_, let op, let items):
                 pairs.append("\(path), json(mb_array_op(json_extract(data, \(path)), ?, '\(op.rawValue)'))")
                 binds.append(.text(JSONValue.array(items).jsonString))
+            case .relation(let r):
+                pairs.append("\(path), json(?)")
+                binds.append(.text(RelationChange.marker(r.targetClass).jsonString))
             case .delete:
                 removes.append(path)
             }

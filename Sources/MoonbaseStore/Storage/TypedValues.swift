@@ -78,6 +78,13 @@ enum TypedValues {
                 f["url"] = .string(u)
             }
             return (.object(f), FieldInfo(type: .file))
+        case "Relation"?:
+            guard let cls = o["className"]?.stringValue, Naming.isValidClassName(cls) else {
+                throw ParseError(.incorrectType, "invalid Relation for \(field): className required")
+            }
+            return (RelationChange.marker(cls), FieldInfo(type: .relation, targetClass: cls))
+        case "Polygon"?:
+            return (try Polygon.canonical(o, field: field), FieldInfo(type: .polygon))
         case "Bytes"?:
             guard let b = o["base64"]?.stringValue else { throw ParseError(.incorrectType, "invalid Bytes for \(field)") }
             return (["__type": "Bytes", "base64": .string(b)], FieldInfo(type: .bytes))

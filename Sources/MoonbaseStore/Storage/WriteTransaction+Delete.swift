@@ -9,9 +9,10 @@ extension WriteTransaction {
         try SchemaCatalog.validateClassName(className)
         try ctx.catalog.checkCLP(.delete, className, identity)
         guard ctx.catalog.schema(className) != nil else { throw ParseError(.objectNotFound, "Object not found.") }
+        if className == Roles.className { ctx.roles.invalidate(after: self) }
         var sql = "DELETE FROM \(Naming.table(className)) WHERE objectId = ?"
         var binds: [SQLiteValue] = [.text(objectId)]
-        if let w = ACLs.writeCondition(identity) {
+        if let w = ctx.catalog.writeFilter(className, .delete, identity) {
             sql += " AND " + w.sql
             binds += w.binds
         }
@@ -27,9 +28,10 @@ extension WriteTransaction {
         try SchemaCatalog.validateClassName(className)
         try ctx.catalog.checkCLP(.delete, className, identity)
         guard ctx.catalog.schema(className) != nil else { return 0 }
+        if className == Roles.className { ctx.roles.invalidate(after: self) }
         var sql = "DELETE FROM \(Naming.table(className)) AS t WHERE (\(filter.sql))"
         var binds = filter.binds
-        if let w = ACLs.writeCondition(identity, column: "t.wperm") {
+        if let w = ctx.catalog.writeFilter(className, .delete, identity, alias: "t") {
             sql += " AND " + w.sql
             binds += w.binds
         }

@@ -21,11 +21,13 @@ extension WriteTransaction {
         let ctx = try storeContext()
         try SchemaCatalog.validateClassName(className)
         try ctx.catalog.checkCLP(.create, className, identity)
+        if className == Roles.className { try Roles.checkCreate(fields, acl: acl, in: self); ctx.roles.invalidate(after: self) }
 
         var data = JSONObject()
         data.entries.reserveCapacity(fields.count)
         var types: [(String, FieldInfo)] = []
         var aclValue = acl
+        var relations: [RelationChange] = []
         for e in fields {
             switch e.key {
             case "objectId": throw ParseError(.invalidKeyName, "objectId is an invalid field name.")
@@ -36,11 +38,19 @@ extension WriteTransaction {
             try TypedValues.checkFieldName(e.key, allowInternal: allowInternalFields)
             guard data[e.key] == nil else { throw ParseError(.invalidJSON, "duplicate field: \(e.key)") }
             let (change, info) = try FieldChange.parse(e.key, e.value)
+            if case .relation(var r) = change { r.removes = []; relations.append(r) }
             guard let value = change.createValue else { continue }
             data.entries.append(.init(e.key, value))
             if let info { types.append((e.key, info)) }
         }
-        try ctx.catalog.ensureFields(className, types, identity: identity, in: self)
+        if className == Roles.className { types += Roles.relationFields }
+        let schema = try ctx.catalog.ensureFields(className, types, identity: identity, in: self)
+        // Every Relation field of the class shows on each object as its marker, as in Parse.
+        for name in schema.fieldOrder where data[name] == nil {
+            if let f = schema.fields[name], f.type == .relation, let t = f.targetClass {
+                data.entries.append(.init(name, RelationChange.marker(t)))
+            }
+        }
 
         let objectId = Random.alphanumeric(10)
         let aclObject: JSONObject?
@@ -64,6 +74,7 @@ extension WriteTransaction {
             try s.bindText(utf8: dataBytes, at: 7)
             try s.step()
         }
+        try applyRelations(relations, owner: objectId, className: className)
         return StoredObject(className: className, rid: connection.lastInsertRowid, objectId: objectId, createdAt: now,
                             updatedAt: now, acl: aclBytes, rperm: rperm, wperm: wperm, data: dataBytes)
     }

@@ -17,6 +17,7 @@ extension WriteTransaction {
         try SchemaCatalog.validateClassName(className)
         try ctx.catalog.checkCLP(.update, className, identity)
         guard ctx.catalog.schema(className) != nil else { throw ParseError(.objectNotFound, "Object not found.") }
+        if className == Roles.className { try Roles.checkUpdate(changes); ctx.roles.invalidate(after: self) }
         let plan = try UpdatePlan(className: className, changes: changes, identity: identity,
                                   allowInternalFields: allowInternalFields, in: self)
         var binds: [SQLiteValue] = [.integer(ctx.clock.nowMillis())]
@@ -24,7 +25,7 @@ extension WriteTransaction {
         plan.appendACL(to: &sql, binds: &binds)
         sql += " WHERE objectId = ?"
         binds.append(.text(objectId))
-        if let w = ACLs.writeCondition(identity) {
+        if let w = ctx.catalog.writeFilter(className, .update, identity) {
             sql += " AND " + w.sql
             binds += w.binds
         }
@@ -37,6 +38,7 @@ extension WriteTransaction {
             return o
         }
         guard let result else { throw ParseError(.objectNotFound, "Object not found.") }
+        try applyRelations(plan.relations, owner: objectId, className: className)
         return result
     }
 
@@ -50,14 +52,18 @@ extension WriteTransaction {
         try SchemaCatalog.validateClassName(className)
         try ctx.catalog.checkCLP(.update, className, identity)
         guard ctx.catalog.schema(className) != nil else { return 0 }
+        if className == Roles.className { try Roles.checkUpdate(changes); ctx.roles.invalidate(after: self) }
         let plan = try UpdatePlan(className: className, changes: changes, identity: identity,
                                   allowInternalFields: false, in: self)
+        guard plan.relations.isEmpty else {
+            throw ParseError(.invalidQuery, "AddRelation and RemoveRelation apply to one object at a time, not to updateWhere")
+        }
         var binds: [SQLiteValue] = [.integer(ctx.clock.nowMillis())]
         var sql = "UPDATE \(Naming.table(className)) AS t SET updatedAt = ?, data = \(FieldChange.dataExpression(plan.changes, binds: &binds))"
         plan.appendACL(to: &sql, binds: &binds)
         sql += " WHERE (\(filter.sql))"
         binds += filter.binds
-        if let w = ACLs.writeCondition(identity, column: "t.wperm") {
+        if let w = ctx.catalog.writeFilter(className, .update, identity, alias: "t") {
             sql += " AND " + w.sql
             binds += w.binds
         }
@@ -68,6 +74,7 @@ extension WriteTransaction {
 /// A validated update body: field changes (types recorded in the schema) and an optional new ACL.
 struct UpdatePlan {
     var changes: [FieldChange] = []
+    var relations: [RelationChange] = []
     var acl: JSONObject??
 
     init(className: String, changes body: JSONObject, identity: Identity, allowInternalFields: Bool,
@@ -97,6 +104,7 @@ struct UpdatePlan {
             try TypedValues.checkFieldName(e.key, allowInternal: allowInternalFields)
             let (change, info) = try FieldChange.parse(e.key, e.value)
             changes.append(change)
+            if case .relation(let r) = change { relations.append(r) }
             if let info { types.append((e.key, info)) }
         }
         try tx.storeContext().catalog.ensureFields(className, types, identity: identity, in: tx)
