@@ -35,7 +35,9 @@ class Server:
         os.makedirs(self.functions, exist_ok=True)
         os.makedirs(self.cron, exist_ok=True)
         for name, text in (functions or {}).items():
-            with open(os.path.join(self.functions, name), "w") as f:
+            path = os.path.join(self.functions, name)   # "lib/geo.lua" makes functions/lib/
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
                 f.write(text)
         for name, text in (cron or {}).items():
             with open(os.path.join(self.cron, name), "w") as f:

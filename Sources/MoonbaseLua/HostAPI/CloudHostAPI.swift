@@ -26,12 +26,16 @@ public enum CloudHostNamespaces {
                "deleteWhere", "updateWhere", "transaction"],
         "files": ["delete"],
         "auth": ["verifyPassword", "revokeSessions"],
+        "http": ["request"],
+        "config": ["get"],
     ]
 }
 
 /// Counters shared by a call and the calls nested in it.
 public final class LuaCallCounters {
     public internal(set) var dbOps: Int64 = 0
+    /// `http.request` calls made so far (the host enforces its cap).
+    public var httpRequests: Int = 0
     public init() {}
 }
 

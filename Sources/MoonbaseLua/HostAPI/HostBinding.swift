@@ -22,6 +22,7 @@ enum HostBinding {
     case cloud(CloudDeclaration)
     case jobProgress
     case jobMessage
+    case crypto(CryptoOp)
 
     var luaName: (String, String)? {
         switch self {
@@ -31,6 +32,7 @@ enum HostBinding {
         case .randomId: return ("crypto", "randomId")
         case .cloud(let d): return ("cloud", d.rawValue)
         case .jobProgress, .jobMessage: return nil
+        case .crypto(let op): return op.luaName
         }
     }
 }
@@ -48,6 +50,7 @@ extension LuaVM {
         guard fnid >= 0 && fnid < bindings.count else {
             return fail(out, ParseError(.scriptFailed, "unknown host function"))
         }
+        if case .crypto(let op) = bindings[fnid] { return dispatchCrypto(op, args, n, out) }
         var values: [LuaValue] = []
         values.reserveCapacity(n)
         for i in 0..<n {
@@ -135,11 +138,17 @@ extension LuaVM {
                 ctx.counters.dbOps += 1
             }
             guard let host else { throw .error(ParseError(.scriptFailed, "\(ns).\(name) is not available")) }
+            let v: JSONValue
             do throws(ParseError) {
-                return try host.call(ns, name, args, ctx)
+                v = try host.call(ns, name, args, ctx)
             } catch {
+                // Outbound I/O that ran into the call's wall-time limit ends the call (not
+                // catchable), whatever the transport reported.
+                if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
                 throw .error(error)
             }
+            if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
+            return v
         case .log(let level):
             let text = args.map { a -> String in
                 switch a {
@@ -181,6 +190,8 @@ extension LuaVM {
             }
             job.progress(fraction, text)
             return .null
+        case .crypto:
+            return .null   // dispatched before the arguments are converted
         case .jobMessage:
             guard let job = contexts.last?.job else { return .null }
             guard let s = args.first?.stringValue else {
