@@ -5,7 +5,8 @@ import MoonbaseJSON
 extension LuaVM {
     /// Runs a file's top level once (the load pass, STYLE §3.15): it registers handlers and
     /// declarations into `registry`. File-level locals become module state of this VM; globals
-    /// assigned at top level are module globals (read-only to calls, which see their own writes).
+    /// assigned at top level belong to this file alone (calls read them and only shadow them;
+    /// other files never see them: shared code goes in a `lib/` module and is `require`d).
     /// - Throws: `LuaLoadError` with file:line for syntax errors, runtime errors, bad or
     ///   duplicate declarations and tripped limits.
     public func load(file: String, source: String, limits: LuaLimits = .loadDefaults) throws(LuaLoadError) {

@@ -189,3 +189,20 @@ def test_crypto_vectors_and_signatures(server_factory):
         with open(os.path.join(d, "ES256.pem")) as f:
             r = s.call("jwt", {"alg": "RS256", "pem": f.read()})
         assert r.status_code == 400 and "RS256 needs an RSA private key" in r.json()["error"]
+
+
+def test_admin_deploys_modules(server_factory):
+    s = server_factory(functions={"x.lua": "-- empty\n"}).start()
+    main = 'local u = require("lib.util")\ncloud.define("twice", function(req) return u.twice(req.params.n) end)\n'
+    r = s.req("PUT", "/admin/functions/main.lua", raw=main, master=True)
+    assert r.status_code == 400 and "lib/util.lua" in r.json()["error"]   # not there yet: refused
+    r = s.req("PUT", "/admin/functions/lib/util.lua", raw="return {twice = function(n) return 2 * n end}\n", master=True)
+    assert r.status_code == 200, r.text
+    assert s.req("GET", "/admin/functions/lib/util.lua", master=True).text.startswith("return {twice")
+    assert s.req("PUT", "/admin/functions/main.lua", raw=main, master=True).status_code == 200
+    assert s.call("twice", {"n": 21}).json()["result"] == 42
+    # Removing a module still required is refused; the generation keeps serving.
+    r = s.req("DELETE", "/admin/functions/lib/util.lua", master=True)
+    assert r.status_code == 400 and "lib.util" in r.json()["error"]
+    assert s.call("twice", {"n": 2}).json()["result"] == 4
+    assert s.req("PUT", "/admin/functions/lib/..%2Fevil.lua", raw="return {}", master=True).status_code in (400, 404)
