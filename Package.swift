@@ -57,5 +57,6 @@ let package = Package(
         .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCrypto"]),
         .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
         .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
+        .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),
     ]
 )

@@ -82,6 +82,7 @@ int lb_require(lua_State *L) {
     lua_pushvalue(L, 7);
     int st = lua_pcall(L, 0, 1, 0);                          /* 10: result or error */
     lb_set_env_target(L, vm, 9);
+    if (st != LUA_OK) lb_killed_or_mem(L, st);   /* a tripped limit stays a kill when re-raised */
     if (st != LUA_OK || lua_type(L, 10) != LUA_TTABLE) {
         lua_pushvalue(L, 1);
         lua_pushnil(L);

@@ -55,7 +55,7 @@ public struct AddressPolicy: Sendable {
     let allowed: [Block]
 
     /// No allow list: every refused range stays refused.
-    public static let none = AddressPolicy(blocks: [])
+    public static let strict = AddressPolicy(blocks: [])
     init(blocks: [Block]) { allowed = blocks }
 
     /// - Parameter allow: the comma-separated list (`MOONBASE_HTTP_ALLOW`); nil or empty allows none.

@@ -147,3 +147,38 @@ def test_caps_headers_and_writer(server_factory):
         assert out["ok"] is False and "holding the writer" in out["message"]
         # The refused header and the call holding the writer sent nothing.
         assert [x["path"] for x in web.seen] == ["/echo"] * 3 + ["/huge"]
+
+
+def test_proxy_variables_ignored_and_tls_verified(server_factory, tmp_path):
+    import ssl
+    import subprocess
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from outbound_support import Handler
+
+    env = dict(ALLOW, http_proxy="http://127.0.0.1:9", HTTP_PROXY="http://127.0.0.1:9",
+               https_proxy="http://127.0.0.1:9", ALL_PROXY="http://127.0.0.1:9")
+    with LocalServer() as web:
+        s = server_factory(functions={"main.lua": LUA}, env=env).start()
+        # Direct, whatever the proxy variables say.
+        assert result(s.call("fetch", {"url": web.url + "/echo"}))["status"] == 200
+        # A self-signed certificate is not trusted.
+        key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                        str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, capture_output=True)
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        httpd.seen, httpd.mails = [], []
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(str(cert), str(key))
+        httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        try:
+            out = result(s.call("tryFetch", {"url": f"https://127.0.0.1:{httpd.server_address[1]}/echo"}))
+            assert out["ok"] is False
+            assert "certificate" in out["message"].lower() or "ssl" in out["message"].lower(), out["message"]
+            assert httpd.seen == []
+        finally:
+            httpd.shutdown()
+            httpd.server_close()

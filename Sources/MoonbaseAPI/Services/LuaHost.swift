@@ -185,8 +185,8 @@ struct LuaHost: CloudHostAPI {
             throw bad("expected one table {method, url, headers, body | json, timeoutMs}")
         }
         if services.database.currentTransaction != nil {
-            throw bad("not allowed while holding the writer (inside a before-trigger or db.transaction): "
-                      + "call it before the write, or from an after-trigger")
+            throw bad("not allowed while holding the writer (inside a trigger or db.transaction): "
+                      + "call it from the function or route, before or after its writes")
         }
         let cap = services.config.httpMaxRequestsPerCall
         guard ctx.counters.httpRequests < cap else { throw bad("at most \(cap) requests per call") }

@@ -51,7 +51,7 @@ public final class Services: Sendable {
         self.usageFlusher = usageFlusher
         self.parseConfig = ConfigService(database: database)
         // The allow list was validated when the configuration was read.
-        self.outboundPolicy = (try? AddressPolicy(allow: config.httpAllow)) ?? AddressPolicy.none
+        self.outboundPolicy = (try? AddressPolicy(allow: config.httpAllow)) ?? AddressPolicy.strict
         self.accountMail = AccountMailService(database: database, clock: clock)
         cloud.servicesBox.withLock { $0 = self }
     }
