@@ -128,11 +128,20 @@ public final class AccountMailService: Sendable {
 
     // MARK: background work
 
-    /// Runs `work` on the mail thread, after the current request has been answered.
+    /// Mails waiting at most; beyond, new ones are dropped (and logged) rather than letting a
+    /// flood of requests grow memory without bound.
+    public static let maxQueued = 10_000
+
+    /// Runs `work` on the mail thread, after the current request has been answered. Mails are
+    /// sent one at a time, in order.
     func enqueue(_ work: @escaping @Sendable () -> Void) {
         if !started.exchange(true, ordering: .acquiringAndReleasing) { startThread() }
-        queue.withLock { $0.append(work) }
-        wake.signal()
+        let queued = queue.withLock { q -> Bool in
+            guard q.count < Self.maxQueued else { return false }
+            q.append(work)
+            return true
+        }
+        if queued { wake.signal() } else { Log.warn("mail queue full: a password reset or verification mail was dropped") }
     }
 
     func startThread() {
