@@ -44,6 +44,8 @@ class Handler(BaseHTTPRequestHandler):
         elif path.startswith("/redirect-to/"):
             target = self.path[len("/redirect-to/"):]
             self._send(302, b"", ctype="text/plain", headers=[("Location", target)])
+        elif path == "/loop":
+            self._send(302, b"", ctype="text/plain", headers=[("Location", "/loop")])
         elif path == "/slow":
             time.sleep(float(self.headers.get("X-Sleep", "5")))
             self._send(200, {"slow": True})

@@ -57,14 +57,22 @@ local geo = require("lib.geo")
 local strings = require("lib.text.strings")
 cloud.define("km", function(req) return {km = geo.km(req.params.miles), v = geo.version, up = strings.up("a")} end)
 cloud.define("noShared", function(req) return {helperVisible = sharedHelper ~= nil} end)
+cloud.define("lazy", function(req)
+  local m = require("lib.lazy")   -- first required during a call: its globals stay its own
+  return {value = m.value(), callGlobal = lazyGlobal == nil, same = m == require("lib.lazy")}
+end)
 '''
+
+LAZY = 'lazyGlobal = 7\nreturn {value = function() return lazyGlobal end}\n'
 
 STRINGS = 'sharedHelper = function() end\nreturn {up = function(s) return s:upper() end}\n'
 
 
 def test_require_and_hot_reload_of_lib(server_factory):
-    s = server_factory(functions={"main.lua": MAIN, "lib/geo.lua": GEO_V1, "lib/text/strings.lua": STRINGS}).start()
+    s = server_factory(functions={"main.lua": MAIN, "lib/geo.lua": GEO_V1, "lib/text/strings.lua": STRINGS,
+                                  "lib/lazy.lua": LAZY}).start()
     assert s.call("km", {"miles": 10}).json()["result"] == {"km": 16.09344, "v": 1, "up": "A"}
+    assert s.call("lazy").json()["result"] == {"value": 7, "callGlobal": True, "same": True}
     # A module's top-level globals stay in the module: no sharing through globals.
     assert s.call("noShared").json()["result"] == {"helperVisible": False}
     # Editing a module reloads the generation.

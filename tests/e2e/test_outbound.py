@@ -45,6 +45,11 @@ cloud.define("inTransaction", function(req)
 end)
 
 cloud.define("ping", function(req) return "pong" end)
+
+cloud.beforeSave("Hook", function(req)
+  local ok, err = pcall(http.request, {url = req.object.url})
+  req.object.outcome = ok and "sent" or err.message
+end)
 '''
 
 ALLOW = {"MOONBASE_HTTP_ALLOW": "127.0.0.1", "MOONBASE_HTTP_MAX_REQUESTS": "3"}
@@ -99,6 +104,10 @@ def test_redirect_to_refused_address_is_refused(server_factory):
         # A redirect to an allowed address is followed.
         out = result(s.call("fetch", {"url": web.url + f"/redirect-to/{web.url}/echo"}))
         assert out["status"] == 200 and out["json"]["method"] == "GET"
+        # Redirects are bounded.
+        out = result(s.call("tryFetch", {"url": web.url + "/loop"}))
+        assert out["ok"] is False and "too many redirects" in out["message"]
+        assert sum(1 for x in web.seen if x["path"] == "/loop") == 6   # the request and 5 redirects
         # A redirect to another scheme is refused.
         out = result(s.call("tryFetch", {"url": web.url + "/redirect-to/ftp://127.0.0.1/x"}))
         assert out["ok"] is False and "only http and https" in out["message"]
@@ -145,6 +154,11 @@ def test_caps_headers_and_writer(server_factory):
         assert out["ok"] is False and "CR, LF" in out["message"]
         out = result(s.call("inTransaction", {"url": web.url + "/echo"}))
         assert out["ok"] is False and "holding the writer" in out["message"]
+        # Nor inside a before-trigger (it runs inside the write's transaction).
+        r = s.req("POST", "/parse/classes/Hook", {"url": web.url + "/echo"})
+        assert r.status_code == 201, r.text
+        got = s.req("GET", "/parse/classes/Hook/" + r.json()["objectId"]).json()
+        assert "holding the writer" in got["outcome"]
         # The refused header and the call holding the writer sent nothing.
         assert [x["path"] for x in web.seen] == ["/echo"] * 3 + ["/huge"]
 
