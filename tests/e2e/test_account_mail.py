@@ -166,3 +166,10 @@ def test_email_verification(server_factory):
         assert s.req("POST", "/parse/verificationEmailRequest", {"email": "dave@example.com"}).json() == {}
         time.sleep(0.5)
         assert len(web.mails) == 2
+        # A new address is unverified again and gets its own mail.
+        r = s.req("PUT", f"/parse/users/{u['objectId']}", {"email": "dave2@example.com", "currentPassword": "Old-Password-1"},
+                  session=u["sessionToken"])
+        assert r.status_code == 200, r.text
+        assert s.req("GET", "/parse/users/me", session=u["sessionToken"]).json()["emailVerified"] is False
+        mail = web.wait_mail(3)
+        assert mail["kind"] == "verifyEmail" and mail["to"] == "dave2@example.com"
