@@ -6,7 +6,8 @@ import MoonbaseStore
 
 /// The `db`, `files` and `auth` namespaces of Cloud Code (DESIGN §5, §10), over the object
 /// service: the same permissions, triggers and transactions as REST. `db.*` runs with the
-/// caller's identity unless the options table says `master = true`.
+/// caller's identity unless the options table says `master = true`. Also `http.request`
+/// (outbound HTTP through MoonbaseOutbound) and `config.get` (Parse Config).
 struct LuaHost: CloudHostAPI {
     unowned(unsafe) let service: CloudService
     // `unowned(unsafe)`: the CloudService owns every VM (through its thread slots) and outlives

@@ -1,8 +1,8 @@
 import MoonbaseCore
 import MoonbaseJSON
 
-/// The host side of the `db`, `files` and `auth` namespaces, implemented by MoonbaseAPI over the
-/// store (STYLE §3.15: one namespace per concern, registered by name).
+/// The host side of the `db`, `files`, `auth`, `http` and `config` namespaces, implemented by
+/// MoonbaseAPI over the store (STYLE §3.15: one namespace per concern, registered by name).
 ///
 /// Contract:
 /// - `call` runs on the thread of the VM that called it, while the Lua call is suspended.

@@ -7,13 +7,16 @@ import Glibc
 #endif
 
 /// What a host function id stands for. The Lua surface of each binding:
-/// - `.host(ns, name)`: `db.*`, `files.delete`, `auth.*`, forwarded to `CloudHostAPI`.
+/// - `.host(ns, name)`: `db.*`, `files.delete`, `auth.*`, `http.request`, `config.get`, forwarded
+///   to `CloudHostAPI` (an `http.*` call that ran into the call's wall-time limit ends the call).
 /// - `.log(level)`: `log.debug/info/warn/error(msg, ...)` → `Log` with the request id and function.
 /// - `.timeNow`: `time.now()` → milliseconds since the epoch (integer).
 /// - `.randomId`: `crypto.randomId([n])` → n (default 10, at most 256) alphanumeric characters.
 /// - `.cloud(decl)`: `cloud.define/job/route/before*/after*/index/textIndex/classPermissions`
 ///   (load time only).
 /// - `.jobProgress` / `.jobMessage`: `req.progress(fraction, text)` / `req.message(text)` of jobs.
+/// - `.crypto(op)`: `crypto.sha256/hmacSha256/sign`, `crypto.base64.*`, `crypto.base64url.*` on
+///   the raw bytes of their arguments (see `CryptoOp`).
 enum HostBinding {
     case host(String, String)
     case log(LogLevel)
