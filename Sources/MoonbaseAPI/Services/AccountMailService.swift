@@ -122,8 +122,8 @@ public final class AccountMailService: Sendable {
             try c.scalar("SELECT expiresAt FROM _mb_email_tokens WHERE hash = ? AND kind = ?",
                          [.text(TokenHash.sha256Hex(token)), .text(kind.rawValue)])
         }
-        if case .integer(let e)?? = row { return e > clock.nowMillis() }
-        return false
+        guard case .integer(let e)? = row ?? nil else { return false }
+        return e > clock.nowMillis()
     }
 
     // MARK: background work
