@@ -2,6 +2,9 @@
 -- master key or by the user, and deleteAccount), the avatar removed after commit, and the
 -- caller's own data: myData, stats, deleteAccount.
 
+local app = require("lib.app")
+local fail, ptr, present, increment, deleteFileQuietly = app.fail, app.ptr, app.present, app.increment, app.deleteFileQuietly
+
 local GENDERS = {female = true, male = true, other = true}
 local PAGE = 10000   -- Lua's db.find maximum
 local CHUNK = 1000   -- the largest $in list a query takes

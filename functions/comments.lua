@@ -3,6 +3,9 @@
 -- function: a post's comments oldest first, `limit` (default 5) at a time, each with
 -- authorUsername.
 
+local app = require("lib.app")
+local fail, ptr, present, pointerId, intParam, checkText, increment, bumpPost, asList = app.fail, app.ptr, app.present, app.pointerId, app.intParam, app.checkText, app.increment, app.bumpPost, app.asList
+
 local function sameRef(a, b)
   if a == b then return true end
   if type(a) ~= "table" or type(b) ~= "table" then return false end

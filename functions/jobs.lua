@@ -7,6 +7,9 @@
 --   seedDemo: demo users, posts around San Francisco and Paris, comments, reactions and views,
 --     so a fresh `make run` shows a living app. Does nothing when posts already exist.
 
+local app = require("lib.app")
+local fail, ptr, present, dateAt, deleteFileQuietly = app.fail, app.ptr, app.present, app.dateAt, app.deleteFileQuietly
+
 local BATCH = 1000  -- the largest $in list a query takes
 -- Batches per transaction. Every commit rewrites each page it dirtied, and the child deletes hit
 -- the random-keyed B-trees (objectId indexes, the pointer indexes on post) nearly everywhere, so

@@ -5,7 +5,9 @@
 --               (REST reads and the functions' db.* reads as the caller both pass here);
 --   beforeDelete deletes the post's comments, reactions and views inside the deleting transaction;
 --   afterDelete removes the photo file once the delete has committed.
--- Shared helpers (fail, ptr, present, integral, dateAt, checkText, ...) live in _lib.lua.
+
+local app = require("lib.app")
+local fail, ptr, present, integral, isGeoPoint, dateAt, checkText, deleteFileQuietly = app.fail, app.ptr, app.present, app.integral, app.isGeoPoint, app.dateAt, app.checkText, app.deleteFileQuietly
 
 local CATEGORIES = {Coffee = true, Food = true, Drinks = true, Sights = true, Arts = true}
 local COUNTERS = {"likesCount", "dislikesCount", "commentsCount", "viewsCount"}

@@ -3,6 +3,9 @@
 -- exact with SQL increments inside the writing transaction, whoever writes (react, viewPost,
 -- the master key, cascades with triggers). Functions: react, viewPost.
 
+local app = require("lib.app")
+local fail, ptr, pointerId, increment, bumpPost = app.fail, app.ptr, app.pointerId, app.increment, app.bumpPost
+
 local KINDS = {like = "likesCount", dislike = "dislikesCount"}
 
 local function requirePostId(params)

@@ -2,6 +2,9 @@
 -- with the caller's permissions, so Post's afterFind (posts.lua) adds authorUsername /
 -- authorAvatar and strips hidden fields for non-authors, exactly as for REST reads.
 
+local app = require("lib.app")
+local fail, ptr, present, intParam, isGeoPoint, dateAt, asList = app.fail, app.ptr, app.present, app.intParam, app.isGeoPoint, app.dateAt, app.asList
+
 local CATEGORIES = {Coffee = true, Food = true, Drinks = true, Sights = true, Arts = true}
 local MAX_LIMIT = 1000
 local MAX_RADIUS_MILES = 12500

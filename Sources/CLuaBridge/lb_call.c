@@ -9,17 +9,60 @@
 
 /* ---------------------------------------------------------------- module environment */
 
-/* Points the shared _ENV proxy at table `tindex`: reads and writes of globals go there. The keys
- * already exist in the proxy's metatable, so these rawsets never allocate. */
+/* Every file's _ENV is a proxy (userdata) that reads the running call's globals, then the file's
+ * own top-level globals, then the read-only base; it writes to the call's globals during a call
+ * and to the file's globals while the file loads. Files therefore share nothing through globals:
+ * shared code lives in modules (require). The holder table names the running call's globals. */
+static int env_index(lua_State *L) {
+    if (lua_rawgeti(L, lua_upvalueindex(1), 1) == LUA_TTABLE) {
+        lua_pushvalue(L, 2);
+        if (lua_rawget(L, -2) != LUA_TNIL) return 1;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_pushvalue(L, 2);
+    if (lua_rawget(L, lua_upvalueindex(2)) != LUA_TNIL) return 1;
+    lua_pop(L, 1);
+    lua_pushvalue(L, 2);
+    lua_rawget(L, lua_upvalueindex(3));
+    return 1;
+}
+
+static int env_newindex(lua_State *L) {
+    if (lua_rawgeti(L, lua_upvalueindex(1), 1) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_pushvalue(L, lua_upvalueindex(2));
+    }
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, 3);
+    lua_rawset(L, -3);
+    return 0;
+}
+
+void lb_push_file_env(lua_State *L, lb_vm *vm) {
+    lua_newuserdatauv(L, 0, 0);                          /* P */
+    lua_createtable(L, 0, 3);                            /* P mt */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_current);  /* P mt H */
+    lua_newtable(L);                                     /* P mt H M: the file's globals */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_base);     /* P mt H M B */
+    lua_pushvalue(L, -3);
+    lua_pushvalue(L, -3);
+    lua_pushcclosure(L, env_newindex, 2);
+    lua_setfield(L, -5, "__newindex");                   /* P mt H M B */
+    lua_pushcclosure(L, env_index, 3);                   /* P mt index */
+    lua_setfield(L, -2, "__index");
+    lua_pushboolean(L, 0);
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);                             /* P */
+}
+
+/* Makes the value at `tindex` (a call's globals table, or false) the running call's globals.
+ * Slot 1 of the holder exists from the start, so this rawseti never allocates. */
 void lb_set_env_target(lua_State *L, lb_vm *vm, int tindex) {
     tindex = lua_absindex(L, tindex);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_proxy_mt);
-    lua_pushliteral(L, "__index");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_current);
     lua_pushvalue(L, tindex);
-    lua_rawset(L, -3);
-    lua_pushliteral(L, "__newindex");
-    lua_pushvalue(L, tindex);
-    lua_rawset(L, -3);
+    lua_rawseti(L, -2, 1);
     lua_pop(L, 1);
 }
 
@@ -29,14 +72,12 @@ static void push_current_target(lua_State *L, lb_vm *vm) {
         lua_rawgeti(L, -1, vm->callstack_n);
         lua_remove(L, -2);
     } else {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_modglobals);
+        lua_pushboolean(L, 0);
     }
 }
 
 static void push_call_globals(lua_State *L, lb_vm *vm) {
     lua_createtable(L, 0, 0);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_calltab_mt);
-    lua_setmetatable(L, -2);
     lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_callstack);
     lua_pushvalue(L, -2);
     lua_rawseti(L, -2, vm->callstack_n + 1);
@@ -93,9 +134,9 @@ static int load_body(lua_State *L) {
     lua_settop(L, 0);
     /* Text chunks only: the manual warns that crafted binary chunks can crash the VM. */
     if (luaL_loadbufferx(L, a->src, a->len, a->name, "t") != LUA_OK) lua_error(L);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_proxy);
+    lb_push_file_env(L, vm);
     if (!lua_setupvalue(L, 1, 1)) lua_pop(L, 1);   /* a fresh chunk: no closure shares the upvalue */
-    pop_call_globals(L, vm, 0);                      /* top-level globals are module globals */
+    pop_call_globals(L, vm, 0);                      /* top-level globals belong to this file */
     lua_call(L, 0, 0);
     return 0;
 }
@@ -269,27 +310,42 @@ void lb_unref(lb_vm *vm, int32_t ref) {
 
 typedef struct { const char *ns; const char *name; int64_t fnid; } reg_args;
 
+/* Pushes the hidden table of namespace `ns` (creating it and its locked proxy in the base, or in
+ * its parent namespace for a dotted name such as "crypto.base64"). */
+static void push_namespace(lua_State *L, lb_vm *vm, const char *ns) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_namespaces);
+    if (lua_getfield(L, -1, ns) == LUA_TTABLE) { lua_remove(L, -2); return; }
+    lua_pop(L, 1);
+    const char *dot = strrchr(ns, '.');
+    if (dot) {
+        lua_pushlstring(L, ns, (size_t)(dot - ns));
+        push_namespace(L, vm, lua_tostring(L, -1));        /* ... nss parentname parent */
+        lua_remove(L, -2);
+        if (lua_getfield(L, -1, dot + 1) != LUA_TNIL) luaL_error(L, "'%s' is already defined", ns);
+        lua_pop(L, 1);
+    } else {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_base);
+        if (lua_getfield(L, -1, ns) != LUA_TNIL) luaL_error(L, "'%s' is a built-in library", ns);
+        lua_pop(L, 1);
+    }
+    /* ... nss owner(parent or base) */
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -4, ns);
+    lb_push_locked(L, -1);
+    lua_setfield(L, -3, dot ? dot + 1 : ns);
+    lua_remove(L, -2);
+    lua_remove(L, -2);
+}
+
 static int register_body(lua_State *L) {
     reg_args *a = lua_touserdata(L, 1);
     lb_vm *vm = lb_from(L);
     lua_settop(L, 0);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_namespaces);        /* 1 */
-    if (lua_getfield(L, 1, a->ns) != LUA_TTABLE) {                /* 2 */
-        lua_pop(L, 1);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_base);
-        if (lua_getfield(L, -1, a->ns) != LUA_TNIL) luaL_error(L, "'%s' is a built-in library", a->ns);
-        lua_pop(L, 2);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, 1, a->ns);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_base);
-        lb_push_locked(L, 2);
-        lua_setfield(L, -2, a->ns);
-        lua_pop(L, 1);
-    }
+    push_namespace(L, vm, a->ns);
     lua_pushinteger(L, a->fnid);
     lua_pushcclosure(L, lb_trampoline, 1);
-    lua_setfield(L, 2, a->name);
+    lua_setfield(L, -2, a->name);
     return 0;
 }
 

@@ -287,6 +287,14 @@ void lb_close(lb_vm *vm) {
 }
 
 size_t lb_memory(lb_vm *vm) { return vm->mem_used; }
+
+int64_t lb_call_remaining_ms(lb_vm *vm) {
+    if (vm->killed) return 0;
+    int64_t d = atomic_load(&vm->deadline_ns);
+    if (!d) return -1;
+    int64_t left = d - now_ns();
+    return left <= 0 ? 0 : (left + 999999) / 1000000;
+}
 int lb_depth(lb_vm *vm) { return vm->depth; }
 int lb_stack_top(lb_vm *vm) { return lua_gettop(vm->L); }
 

@@ -41,12 +41,12 @@ struct lb_vm {
     /* a buffer handed over by a host call, freed at the next one (it may leak past a raise) */
     char *pending;
     /* registry refs of shared objects */
-    int ref_proxy_mt;           /* metatable of the module _ENV proxy */
-    int ref_modglobals;         /* globals assigned during loading */
-    int ref_calltab_mt;         /* metatable of each call's globals table */
+    int ref_current;            /* {[1] = the running call's globals table, or false} */
     int ref_base;               /* read-only base table */
     int ref_msgh;               /* the VM's message handler */
-    int ref_proxy;              /* the module _ENV proxy (userdata) */
+    int ref_proxy;              /* an _ENV proxy with module globals of its own (load's fallback) */
+    int ref_modsrc;             /* module name ("lib.geo") -> {file, source} */
+    int ref_loaded;             /* module name -> its table, or the loading marker */
     int ref_callstack;          /* array of the per-call globals tables in use */
     int ref_namespaces;         /* ns name -> hidden table behind its locked proxy */
     int callstack_n;
@@ -77,6 +77,8 @@ int lb_killed_or_mem(lua_State *L, int status);
 
 int lb_run_protected(lb_vm *vm, lua_CFunction body, void *arg, lb_limits lim, lb_result *res);
 void lb_set_env_target(lua_State *L, lb_vm *vm, int tindex);
+void lb_push_file_env(lua_State *L, lb_vm *vm);      /* pushes a new file's _ENV proxy */
+int lb_require(lua_State *L);                        /* require(name), lua_CFunction */
 
 /* sandbox (lb_sandbox.c) */
 int lb_sandbox_open(lua_State *L);                   /* lua_CFunction, run in pcall */

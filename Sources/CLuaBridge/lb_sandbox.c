@@ -7,13 +7,14 @@
  *   getmetatable _VERSION
  *   pcall xpcall        C re-implementations that re-raise a tripped limit (cannot be swallowed)
  *   setmetatable        refuses metatables with __gc (finalizers would run outside any limit)
- *   load                text chunks only, env defaults to the module environment, never _G
+ *   load                text chunks only, env defaults to the caller's environment, never _G
+ *   require             modules of functions/lib/ only ("lib.geo"), each loaded once per VM
  *   collectgarbage      "count" only
  *   string table math utf8   the standard libraries, as locked proxies
  *   os                  time clock date difftime only
  *   json cloud          json.encode/decode/null/array, cloud.error (+ host functions)
  * Removed, with the reason:
- *   io, dofile, loadfile, require, package   file system and native code
+ *   io, dofile, loadfile, package            file system and native code
  *   debug                                    reaches upvalues, metatables and the registry
  *   coroutine                                yields across our C pcall; not supported
  *   string.dump                              binary chunks
@@ -106,6 +107,22 @@ static int sb_setmetatable(lua_State *L) {
     return 1;
 }
 
+/* The _ENV of the Lua function calling a C function (its upvalue named _ENV), else a proxy with
+ * module globals of its own: a loaded chunk sees what its caller sees, never the real globals. */
+static void push_caller_env(lua_State *L, lb_vm *vm) {
+    lua_Debug ar;
+    if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "f", &ar)) {
+        for (int i = 1;; i++) {
+            const char *n = lua_getupvalue(L, -1, i);
+            if (!n) break;
+            if (strcmp(n, "_ENV") == 0) { lua_remove(L, -2); return; }
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_proxy);
+}
+
 static int sb_load(lua_State *L) {
     lb_vm *vm = lb_from(L);
     if (lua_type(L, 1) != LUA_TSTRING) {
@@ -131,7 +148,7 @@ static int sb_load(lua_State *L) {
         return 2;
     }
     if (has_env) lua_pushvalue(L, 4);
-    else lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_proxy);
+    else push_caller_env(L, vm);
     if (!lua_setupvalue(L, -2, 1)) lua_pop(L, 1);
     return 1;
 }
@@ -203,6 +220,7 @@ int lb_sandbox_open(lua_State *L) {
     lua_pushcfunction(L, sb_setmetatable); lua_setfield(L, base, "setmetatable");
     lua_pushcfunction(L, sb_load); lua_setfield(L, base, "load");
     lua_pushcfunction(L, sb_collectgarbage); lua_setfield(L, base, "collectgarbage");
+    lua_pushcfunction(L, lb_require); lua_setfield(L, base, "require");
 
     /* string: no dump, bounded patterns, locked metatable */
     lua_pushnil(L); lua_setfield(L, 2, "dump");
@@ -246,30 +264,22 @@ int lb_sandbox_open(lua_State *L) {
     lua_pop(L, 1);
     vm->ref_namespaces = luaL_ref(L, LUA_REGISTRYINDEX);
 
-    /* module globals -> base; per-call globals -> module globals; the _ENV proxy */
+    /* _ENV: each file and each module gets a proxy of its own (lb_push_file_env); the holder
+     * names the running call's globals table. */
     lua_pushvalue(L, base);
     vm->ref_base = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_newtable(L);                                   /* modglobals */
-    lua_createtable(L, 0, 2);
-    lua_pushvalue(L, base); lua_setfield(L, -2, "__index");
-    lua_pushboolean(L, 0); lua_setfield(L, -2, "__metatable");
-    lua_setmetatable(L, -2);
-    lua_createtable(L, 0, 2);                          /* calltab_mt */
-    lua_pushvalue(L, -2); lua_setfield(L, -2, "__index");
-    lua_pushboolean(L, 0); lua_setfield(L, -2, "__metatable");
-    vm->ref_calltab_mt = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_newuserdatauv(L, 0, 0);                        /* the proxy */
-    lua_createtable(L, 0, 3);
-    lua_pushvalue(L, -3); lua_setfield(L, -2, "__index");
-    lua_pushvalue(L, -3); lua_setfield(L, -2, "__newindex");
-    lua_pushboolean(L, 0); lua_setfield(L, -2, "__metatable");
-    lua_pushvalue(L, -1);
-    vm->ref_proxy_mt = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_setmetatable(L, -2);
+    lua_createtable(L, 1, 0);
+    lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, 1);
+    vm->ref_current = luaL_ref(L, LUA_REGISTRYINDEX);
+    lb_push_file_env(L, vm);
     vm->ref_proxy = luaL_ref(L, LUA_REGISTRYINDEX);
-    vm->ref_modglobals = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_newtable(L);
     vm->ref_callstack = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_newtable(L);
+    vm->ref_modsrc = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_newtable(L);
+    vm->ref_loaded = luaL_ref(L, LUA_REGISTRYINDEX);
 
     /* The real globals table keeps nothing a script could use if it ever reached it. */
     lua_pushglobaltable(L);

@@ -4,3 +4,6 @@
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/err.h>
+#include <openssl/ecdsa.h>
+#include <openssl/bn.h>
+#include <openssl/bio.h>

@@ -1,4 +1,5 @@
 import MoonbaseCore
+import MoonbaseOutbound
 
 #if canImport(Glibc)
 import Glibc
@@ -38,6 +39,11 @@ public struct HostConfig: Sendable {
     public var luaMaxInstructions = 0
     public var jobHistoryPerJob = 100
     public var shutdownGraceMs = 10_000
+    /// `MOONBASE_HTTP_ALLOW`: addresses and CIDR blocks `http.request` may reach although they
+    /// are loopback, private, link-local… (comma-separated).
+    public var httpAllow: String?
+    /// `MOONBASE_HTTP_MAX_REQUESTS`: `http.request` calls allowed per Cloud Code call.
+    public var httpMaxRequestsPerCall = 20
 
     public init() {}
 
@@ -60,6 +66,15 @@ public struct HostConfig: Sendable {
             return v
         }
         if let v = env("MOONBASE_HOST") { c.host = v }
+        if let v = env("MOONBASE_HTTP_ALLOW") {
+            do throws(AddressPolicyError) {
+                _ = try AddressPolicy(allow: v)
+            } catch {
+                throw UsageError("MOONBASE_HTTP_ALLOW: '\(error.entry)' is not an address or CIDR block")
+            }
+            c.httpAllow = v
+        }
+        if let v = try int("MOONBASE_HTTP_MAX_REQUESTS") { c.httpMaxRequestsPerCall = v }
         if let v = try int("MOONBASE_PORT") { c.port = v }
         if let v = env("MOONBASE_DATA") { c.dataDir = v }
         if let v = env("MOONBASE_APP_ID") { c.appId = v }

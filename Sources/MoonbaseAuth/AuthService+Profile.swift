@@ -16,7 +16,7 @@ public struct PreparedUserUpdate: Sendable {
     /// The session that made the change (kept when the password changes).
     public var currentSessionId: String?
     var username: String?
-    var email: String?
+    public internal(set) var email: String?
     /// The hash seen when `currentPassword` was verified: the update is refused if it changed since.
     var verifiedHash: String?
 }

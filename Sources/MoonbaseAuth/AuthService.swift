@@ -129,6 +129,14 @@ public final class AuthService: Sendable {
         try Self.first(Self.userByEmailSQL, email, className: "_User", on: c)
     }
 
+    /// The user whose email is `email` (case-insensitive), as the master sees it, or nil.
+    public func user(withEmail email: String) throws(ParseError) -> JSONObject? {
+        guard let row = try database.read({ (c) throws(ParseError) -> StoredObject? in try userByEmail(email, on: c) }) else {
+            return nil
+        }
+        return try row.json(for: .master)
+    }
+
     /// A user by username, else by email (`username` may hold either, DESIGN §10).
     func userByLogin(_ login: String, on c: Connection) throws(ParseError) -> StoredObject? {
         if let u = try userByUsername(login, on: c) { return u }

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// `moonbase deploy PATH --server URL [--master-key KEY]`: PUTs each Lua file to
-/// `/admin/functions/FILE`; the server loads the new generation before it writes the file, so a
+/// `/admin/functions/FILE` (modules of a folder's `lib/` to `/admin/functions/lib/FILE`, first); the server loads the new generation before it writes the file, so a
 /// file that fails to load is refused with its file:line and nothing changes.
 enum DeployCommand {
     static func run(_ args: [String]) throws -> Int32 {
@@ -18,8 +18,10 @@ enum DeployCommand {
         guard let key = a.value("master-key") ?? c.masterKey ?? FileSystem.readFile(c.masterKeyPath).map({ String(decoding: $0, as: UTF8.self).trimmingWhitespace() }) else {
             throw UsageError("no master key: pass --master-key or set MOONBASE_MASTER_KEY")
         }
+        // Modules (`lib/*.lua`) first: a file may require a module deployed in the same run.
         let files: [(String, String)] = FileSystem.isDirectory(path)
-            ? FileSystem.list(path).filter { $0.hasSuffix(".lua") }.map { ($0, path + "/" + $0) }
+            ? FileSystem.list(path + "/lib").filter { $0.hasSuffix(".lua") }.map { ("lib/" + $0, path + "/lib/" + $0) }
+                + FileSystem.list(path).filter { $0.hasSuffix(".lua") }.map { ($0, path + "/" + $0) }
             : [(String(path.split(separator: "/").last ?? Substring(path)), path)]
         guard !files.isEmpty else { throw UsageError("no .lua files at \(path)") }
         var failed = 0

@@ -22,11 +22,17 @@ public final class FolderWatcher: Sendable {
         self.intervalMs = intervalMs
     }
 
-    static func fingerprint(_ dir: String) -> [String] {
-        FileSystem.list(dir).map { name in
+    /// Names, sizes and mtimes, folders included to 4 levels (the modules under `functions/lib/`).
+    static func fingerprint(_ dir: String, depth: Int = 0) -> [String] {
+        FileSystem.list(dir).flatMap { name -> [String] in
             var st = stat()
-            guard stat(dir + "/" + name, &st) == 0 else { return name }
-            return "\(name):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+            let path = dir + "/" + name
+            guard stat(path, &st) == 0 else { return [name] }
+            let me = "\(name):\(st.st_size):\(st.st_mtim.tv_sec).\(st.st_mtim.tv_nsec)"
+            if (st.st_mode & S_IFMT) == S_IFDIR && depth < 4 {
+                return [me] + fingerprint(path, depth: depth + 1).map { name + "/" + $0 }
+            }
+            return [me]
         }
     }
 

@@ -25,13 +25,9 @@ enum CheckCommand {
         }
         let dir = a.positionals.first ?? c.functionsDir
         var failures = 0
-        for s in CloudService.readSources(dir) {
-            do throws(LuaLoadError) {
-                try vm.load(file: s.file, source: s.text)
-            } catch {
-                printErr("\(dir)/\(error.description)")
-                failures += 1
-            }
+        for e in vm.loadAll(CloudService.readSources(dir), checkModules: true) {
+            printErr("\(dir)/\(e.description)")
+            failures += 1
         }
         let jobs = Set(vm.registry.jobs.keys)
         do throws(CronSyntaxError) {

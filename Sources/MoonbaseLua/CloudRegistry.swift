@@ -4,7 +4,7 @@ import MoonbaseJSON
 /// The `cloud.*` declarations, in the order of the Lua surface.
 public enum CloudDeclaration: String, CaseIterable, Sendable {
     case define, job, route, beforeSave, afterSave, beforeDelete, afterDelete, afterFind
-    case index, textIndex, classPermissions
+    case index, textIndex, classPermissions, sendEmail
 }
 
 /// Trigger kinds (`cloud.beforeSave(className, fn)`, …).
@@ -95,6 +95,8 @@ public struct CloudRegistry: Sendable, Hashable {
     public var triggers: [String: CloudHandlerInfo] = [:]
     public var indexes: [CloudIndexDeclaration] = []
     public var classPermissions: [CloudClassPermissions] = []
+    /// `cloud.sendEmail(fn)`: the mail hook (password reset and verification mails).
+    public var emailHook: CloudHandlerInfo?
     public init() {}
 
     public static func triggerKey(_ kind: CloudTriggerKind, _ className: String) -> String {
@@ -123,4 +125,5 @@ enum CloudHandlerKey: Hashable {
     case job(String)
     case route(String, String)
     case trigger(String)
+    case emailHook
 }

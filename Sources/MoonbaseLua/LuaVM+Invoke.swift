@@ -61,6 +61,15 @@ extension LuaVM {
         }
     }
 
+    /// Runs the `cloud.sendEmail` hook with `message` (`to`, `subject`, `text`, `link`, `kind`)
+    /// as master. - Returns: false when no hook is declared.
+    public func runEmailHook(_ message: JSONObject, limits: LuaLimits = .functionDefaults) throws(ParseError) -> Bool {
+        guard let ref = handlerRefs[.emailHook] else { return false }
+        let ctx = makeContext(identity: .master, user: nil, requestId: nil, name: "sendEmail", limits: limits)
+        _ = try invoke(ref: ref, args: [.object(message)], mode: .returnValue, context: ctx)
+        return true
+    }
+
     /// Runs the route matching `method path`, or returns nil when none matches.
     /// - Throws: the script's error (the API answers 500/141 for a bare error, 400/code for
     ///   `cloud.error`).

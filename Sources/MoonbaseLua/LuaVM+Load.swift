@@ -5,7 +5,8 @@ import MoonbaseJSON
 extension LuaVM {
     /// Runs a file's top level once (the load pass, STYLE §3.15): it registers handlers and
     /// declarations into `registry`. File-level locals become module state of this VM; globals
-    /// assigned at top level are module globals (read-only to calls, which see their own writes).
+    /// assigned at top level belong to this file alone (calls read them and only shadow them;
+    /// other files never see them: shared code goes in a `lib/` module and is `require`d).
     /// - Throws: `LuaLoadError` with file:line for syntax errors, runtime errors, bad or
     ///   duplicate declarations and tripped limits.
     public func load(file: String, source: String, limits: LuaLimits = .loadDefaults) throws(LuaLoadError) {
@@ -25,25 +26,102 @@ extension LuaVM {
             b.withMemoryRebound(to: CChar.self) { _ = lb_load(handle, "@" + file, $0.baseAddress, $0.count, lim, &res) }
         }
         if res.status == Int32(LB_OK) { return }
+        throw loadError(&res, file: file, context: ctx)
+    }
+
+    /// A failed load or require as file:line and message.
+    func loadError(_ res: inout lb_result, file: String, context ctx: LuaCallContext) -> LuaLoadError {
         do throws(ParseError) {
             _ = try decodeResult(&res, context: ctx)
+            return LuaLoadError(file: file, line: nil, message: "failed")
         } catch {
             var message = error.message
+            var file = file
             var line: Int?
             if let u = error.underlying, u.hasPrefix("at "), let loc = LuaLocation(String(u.dropFirst(3))) {
                 line = loc.line
+                if loc.file.hasPrefix("lib/") { file = loc.file }
             }
-            // Syntax errors and error("...") carry a "file:line: " prefix: move it into `line`.
-            let prefix = file + ":"
-            if message.hasPrefix(prefix) {
-                let rest = message.dropFirst(prefix.count)
-                if let colon = rest.firstIndex(of: ":"), let n = Int(rest[..<colon]) {
-                    line = n
-                    message = String(String(rest[rest.index(after: colon)...]).trimmingPrefix(" "))
+            // Syntax errors and error("...") carry a "file:line: " prefix: move it into `line`
+            // (a module's prefix names the module's file).
+            if let m = LuaVM.splitLocation(message) {
+                file = m.file
+                line = m.line
+                message = m.rest
+            }
+            return LuaLoadError(file: file, line: line, message: message)
+        }
+    }
+
+    /// Splits "name.lua:12: text" (the prefix Lua puts on syntax and runtime errors).
+    static func splitLocation(_ message: String) -> (file: String, line: Int, rest: String)? {
+        guard let dot = message.firstRange(of: ".lua:") else { return nil }
+        let file = String(message[..<dot.upperBound].dropLast())
+        guard !file.contains(" ") else { return nil }
+        let rest = message[dot.upperBound...]
+        guard let colon = rest.firstIndex(of: ":"), let n = Int(rest[..<colon]) else { return nil }
+        return (file, n, String(String(rest[rest.index(after: colon)...]).trimmingPrefix(" ")))
+    }
+
+    /// The module name of a file under `lib/` (`lib/geo.lua` → `lib.geo`), nil for other files.
+    public static func moduleName(file: String) -> String? {
+        guard file.hasPrefix("lib/"), file.hasSuffix(".lua") else { return nil }
+        return String(file.dropLast(4)).replacing("/", with: ".")
+    }
+
+    /// Loads a generation's files: modules (`lib/…`) are handed to the VM for `require`, every
+    /// other file runs its top level. With `checkModules`, every module is then required once, so
+    /// a module no file uses yet still reports its errors (hot reload, `moonbase check`).
+    /// - Returns: the failures, one per file.
+    public func loadAll(_ sources: [(file: String, text: String)], limits: LuaLimits = .loadDefaults,
+                        checkModules: Bool) -> [LuaLoadError] {
+        var failures: [LuaLoadError] = []
+        var modules: [(file: String, name: String)] = []
+        for s in sources {
+            guard let name = LuaVM.moduleName(file: s.file) else { continue }
+            var text = s.text
+            let ok = text.withUTF8 { b in
+                b.withMemoryRebound(to: CChar.self) { lb_add_module(handle, name, $0.baseAddress, $0.count) == 0 }
+            }
+            if ok { modules.append((s.file, name)) } else {
+                failures.append(LuaLoadError(file: s.file, line: nil, message: "not enough memory"))
+            }
+        }
+        for s in sources where LuaVM.moduleName(file: s.file) == nil {
+            do throws(LuaLoadError) {
+                try load(file: s.file, source: s.text, limits: limits)
+            } catch {
+                failures.append(error)
+            }
+        }
+        if checkModules {
+            for m in modules where !failures.contains(where: { $0.file == m.file }) {
+                do throws(LuaLoadError) {
+                    try requireModule(m.name, file: m.file, limits: limits)
+                } catch {
+                    if !failures.contains(error) { failures.append(error) }
                 }
             }
-            throw LuaLoadError(file: file, line: line, message: message)
         }
+        return failures
+    }
+
+    /// Runs `require(name)` outside any file (a module already loaded is not run again).
+    public func requireModule(_ name: String, file: String, limits: LuaLimits = .loadDefaults) throws(LuaLoadError) {
+        let ctx = makeContext(identity: .anonymous, user: nil, requestId: nil, name: "load \(file)", limits: limits)
+        loadingFile = file
+        contexts.append(ctx)
+        defer {
+            contexts.removeLast()
+            loadingFile = nil
+        }
+        var res = lb_result()
+        defer { lb_result_free(&res) }
+        let lim = lb_limits(timeout_ms: limits.timeoutMs, max_memory: limits.maxMemoryBytes,
+                            max_instructions: limits.maxInstructions)
+        _ = lb_require_module(handle, name, lim, &res)
+        if res.status == Int32(LB_OK) { return }
+        throw loadError(&res, file: file, context: ctx)
     }
 
     func declare(_ d: CloudDeclaration, _ args: [LuaValue], _ keep: inout [Int32]) throws(ParseError) -> JSONValue {
@@ -129,6 +207,14 @@ extension LuaVM {
                       prev.unique != unique {
                 throw bad("index on \(cls)(\(fields.joined(separator: ","))) declared twice with different options")
             }
+        case .sendEmail:
+            guard args.count == 1, let f = args[0].function else { throw bad("expected a function") }
+            if let prev = registry.emailHook {
+                throw bad("the mail hook is already defined" + (prev.location.map { " (first at \($0))" } ?? ""))
+            }
+            registry.emailHook = CloudHandlerInfo(name: "sendEmail", options: CloudFunctionOptions(), location: loc)
+            handlerRefs[.emailHook] = f.ref
+            keep.append(f.ref)
         case .classPermissions:
             let cls = try str(0, "className")
             guard args.count == 2, let v = args[1].json, v.objectValue != nil else { throw bad("permissions must be a table") }

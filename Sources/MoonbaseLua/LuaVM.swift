@@ -61,6 +61,7 @@ public final class LuaVM {
             for name in namespaces[ns]! { b.append(.host(ns, name)) }
         }
         b.append(contentsOf: [.log(.debug), .log(.info), .log(.warn), .log(.error), .timeNow, .randomId])
+        b.append(contentsOf: CryptoOp.allCases.map { .crypto($0) })
         for d in CloudDeclaration.allCases { b.append(.cloud(d)) }
         progressFn = Int64(b.count)
         b.append(.jobProgress)
@@ -90,6 +91,12 @@ public final class LuaVM {
     public var depth: Int { Int(lb_depth(raw)) }
     /// Values left on the Lua stack (0 when idle: the harness checks the stack stays balanced).
     public var stackTop: Int { Int(lb_stack_top(raw)) }
+    /// Milliseconds left before the running call's wall-time limit: 0 once it passed (or the call
+    /// was killed), nil when the call has no time limit. Outbound I/O bounds itself by this.
+    public var callRemainingMillis: Int64? {
+        let v = lb_call_remaining_ms(raw)
+        return v < 0 ? nil : v
+    }
     /// The running call's context (nil when idle).
     public var currentContext: LuaCallContext? { contexts.last }
 

@@ -35,8 +35,8 @@ class Server:
         os.makedirs(self.functions, exist_ok=True)
         os.makedirs(self.cron, exist_ok=True)
         for name, text in (functions or {}).items():
-            path = os.path.join(self.functions, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)       # lib/geo.lua and the like
+            path = os.path.join(self.functions, name)   # "lib/geo.lua" makes functions/lib/
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as f:
                 f.write(text)
         for name, text in (cron or {}).items():

@@ -18,12 +18,14 @@ FAR = (HOME[0] + 0.5, HOME[1])   # about 35 miles north
 
 
 def shipped_functions():
-    """Every shipped Lua file, as the harness's `functions={name: text}`."""
+    """Every shipped Lua file and module (`lib/…`), as the harness's `functions={name: text}`."""
     out = {}
-    for name in sorted(os.listdir(FUNCTIONS_DIR)):
-        if name.endswith(".lua"):
-            with open(os.path.join(FUNCTIONS_DIR, name)) as f:
-                out[name] = f.read()
+    for root, _, names in os.walk(FUNCTIONS_DIR):
+        for name in sorted(names):
+            if name.endswith(".lua"):
+                path = os.path.join(root, name)
+                with open(path) as f:
+                    out[os.path.relpath(path, FUNCTIONS_DIR)] = f.read()
     return out
 
 

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from conftest import BIN, MASTER_KEY, ROOT
+from test_app_support import shipped_functions
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -291,7 +292,7 @@ def test_moonbase_jobs_cli_and_admin(server_factory):
         # The same listing over HTTP from a server on that data dir with the shipped folders.
         with open(os.path.join(cron, "cleanup.cron")) as f:
             cron_text = f.read()
-        fns = {n: open(os.path.join(functions, n)).read() for n in os.listdir(functions) if n.endswith(".lua")}
+        fns = shipped_functions()   # the files and their lib/ modules
         s = server_factory(functions=fns, cron={"cleanup.cron": cron_text}, data=data).start()
         t0 = time.time()
         r = s.req("GET", "/admin/jobs", master=True)

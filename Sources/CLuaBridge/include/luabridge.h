@@ -79,7 +79,8 @@ typedef int (*lb_host_fn)(void *ctx, int64_t fnid, lb_value *args, int nargs, lb
 /* Lifecycle. `strict` aborts if Lua allocates while a Swift host function is running. */
 lb_vm *lb_new(int strict, lb_host_fn host, void *host_ctx);
 void lb_close(lb_vm *vm);
-/* Registers ns.name as a host function (a locked namespace is created on first use).
+/* Registers ns.name as a host function (a locked namespace is created on first use; a dotted
+ * ns such as "crypto.base64" is a namespace inside another).
  * Returns 0, or -1 when out of memory or the namespace is a built-in library. */
 int lb_register(lb_vm *vm, const char *ns, const char *name, int64_t fnid);
 
@@ -91,6 +92,10 @@ int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
             const lb_extra *extras, int nextras, int32_t result_mode, const char *result_field,
             lb_limits limits, lb_result *res);
 void lb_result_free(lb_result *res);
+/* Modules of functions/lib/: hand a module's source to the VM under its name ("lib.geo"); the
+ * first require of it (from Lua, or lb_require_module) runs it. */
+int lb_add_module(lb_vm *vm, const char *name, const char *src, size_t len);
+int lb_require_module(lb_vm *vm, const char *name, lb_limits limits, lb_result *res);
 void lb_unref(lb_vm *vm, int32_t ref);
 
 /* Host function outputs. */
@@ -105,6 +110,10 @@ int lb_out_kill(lb_out *o, int32_t reason);                            /* return
 
 /* During a host callback: "file:line" of the Lua code that called it (read-only, non-raising). */
 void lb_caller_where(lb_vm *vm, char *out, size_t cap);
+
+/* During a host callback (any thread may read it): milliseconds left before the running call's
+ * wall-time limit, 0 once it has passed or the call was killed, -1 when it has no limit. */
+int64_t lb_call_remaining_ms(lb_vm *vm);
 
 /* Introspection for tests and metrics. */
 size_t lb_memory(lb_vm *vm);

@@ -7,51 +7,9 @@ import MoonbaseQuota
 /// `/admin/*` (master key): Cloud Code files (deploy, list, delete), jobs, usage.
 enum AdminEndpoints {
     static func routes(_ s: Services, usage: SQLiteUsageSink) -> [(String, String, Endpoint)] {
-        [
+        fileRoutes(s, pattern: "/admin/functions/:file", prefix: "") + fileRoutes(s, pattern: "/admin/functions/lib/:file", prefix: "lib/") + [
             ("GET", "/admin/functions", Endpoint("admin.functions.list", access: .master) { req throws(ParseError) in
                 req.target = .admin("functions")
-                return .json(200, JSON.encode(functionsJSON(s)))
-            }),
-            ("GET", "/admin/functions/:file", Endpoint("admin.functions.get", access: .master) { req throws(ParseError) in
-                req.target = .admin("functions")
-                let file = try luaFileName(req.param("file"))
-                guard let b = FileSystem.readFile(s.config.functionsDir + "/" + file) else {
-                    throw ParseError(.objectNotFound, "no such file: \(file)")
-                }
-                return .text(200, String(decoding: b, as: UTF8.self), contentType: "text/x-lua; charset=utf-8")
-            }),
-            ("PUT", "/admin/functions/:file", Endpoint("admin.functions.put", access: .master) { req throws(ParseError) in
-                req.target = .admin("functions")
-                let file = try luaFileName(req.param("file"))
-                let text = String(decoding: req.http.body, as: UTF8.self)
-                // Load the candidate generation first; only a generation that loads is written
-                // (under the load lock, so a folder reload cannot slip in between).
-                let errors = try s.cloud.exclusively { (load) throws(ParseError) -> [String: String] in
-                    var sources = CloudService.readSources(s.config.functionsDir).filter { $0.file != file }
-                    sources.append((file: file, text: text))
-                    sources.sort { $0.file < $1.file }
-                    let errors = load(sources)
-                    if errors.isEmpty { try FileSystem.writeFile(s.config.functionsDir + "/" + file, Array(req.http.body)) }
-                    return errors
-                }
-                if !errors.isEmpty {
-                    throw ParseError(.scriptFailed, errors.sorted { $0.key < $1.key }.map { "\($0.value)" }.joined(separator: "; "))
-                }
-                return .json(200, JSON.encode(functionsJSON(s)))
-            }),
-            ("DELETE", "/admin/functions/:file", Endpoint("admin.functions.delete", access: .master) { req throws(ParseError) in
-                req.target = .admin("functions")
-                let file = try luaFileName(req.param("file"))
-                let path = s.config.functionsDir + "/" + file
-                guard FileSystem.exists(path) else { throw ParseError(.objectNotFound, "no such file: \(file)") }
-                let errors = try s.cloud.exclusively { (load) throws(ParseError) -> [String: String] in
-                    let errors = load(CloudService.readSources(s.config.functionsDir).filter { $0.file != file })
-                    if errors.isEmpty { _ = FileSystem.remove(path) }
-                    return errors
-                }
-                if !errors.isEmpty {
-                    throw ParseError(.scriptFailed, errors.values.sorted().joined(separator: "; "))
-                }
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
             ("GET", "/admin/jobs", Endpoint("admin.jobs", access: .master) { req throws(ParseError) in
@@ -68,6 +26,58 @@ enum AdminEndpoints {
                 else { throw ParseError(.invalidQuery, "from/to must be ISO-8601 dates with from before to") }
                 try s.flushUsage()
                 return .json(200, JSON.encode(SQLiteUsageSink.json(try usage.report(from: range.from, to: range.to, by: by))))
+            }),
+        ]
+    }
+
+    /// GET/PUT/DELETE of one Cloud Code file: `name.lua` at the top of the functions folder, or a
+    /// module `lib/name.lua` (prefix "lib/").
+    static func fileRoutes(_ s: Services, pattern: String, prefix: String) -> [(String, String, Endpoint)] {
+        [
+            ("GET", pattern, Endpoint("admin.functions.get", access: .master) { req throws(ParseError) in
+                req.target = .admin("functions")
+                let file = prefix + (try luaFileName(req.param("file")))
+                guard let b = FileSystem.readFile(s.config.functionsDir + "/" + file) else {
+                    throw ParseError(.objectNotFound, "no such file: \(file)")
+                }
+                return .text(200, String(decoding: b, as: UTF8.self), contentType: "text/x-lua; charset=utf-8")
+            }),
+            ("PUT", pattern, Endpoint("admin.functions.put", access: .master) { req throws(ParseError) in
+                req.target = .admin("functions")
+                let file = prefix + (try luaFileName(req.param("file")))
+                let text = String(decoding: req.http.body, as: UTF8.self)
+                // Load the candidate generation first; only a generation that loads is written
+                // (under the load lock, so a folder reload cannot slip in between).
+                let errors = try s.cloud.exclusively { (load) throws(ParseError) -> [String: String] in
+                    var sources = CloudService.readSources(s.config.functionsDir).filter { $0.file != file }
+                    sources.append((file: file, text: text))
+                    sources.sort { $0.file < $1.file }
+                    let errors = load(sources)
+                    if errors.isEmpty {
+                        if !prefix.isEmpty { try FileSystem.makeDirectories(s.config.functionsDir + "/" + String(prefix.dropLast())) }
+                        try FileSystem.writeFile(s.config.functionsDir + "/" + file, Array(req.http.body))
+                    }
+                    return errors
+                }
+                if !errors.isEmpty {
+                    throw ParseError(.scriptFailed, errors.sorted { $0.key < $1.key }.map { "\($0.value)" }.joined(separator: "; "))
+                }
+                return .json(200, JSON.encode(functionsJSON(s)))
+            }),
+            ("DELETE", pattern, Endpoint("admin.functions.delete", access: .master) { req throws(ParseError) in
+                req.target = .admin("functions")
+                let file = prefix + (try luaFileName(req.param("file")))
+                let path = s.config.functionsDir + "/" + file
+                guard FileSystem.exists(path) else { throw ParseError(.objectNotFound, "no such file: \(file)") }
+                let errors = try s.cloud.exclusively { (load) throws(ParseError) -> [String: String] in
+                    let errors = load(CloudService.readSources(s.config.functionsDir).filter { $0.file != file })
+                    if errors.isEmpty { _ = FileSystem.remove(path) }
+                    return errors
+                }
+                if !errors.isEmpty {
+                    throw ParseError(.scriptFailed, errors.values.sorted().joined(separator: "; "))
+                }
+                return .json(200, JSON.encode(functionsJSON(s)))
             }),
         ]
     }

@@ -83,13 +83,7 @@ public final class CloudService: Sendable {
         var registry = CloudRegistry()
         do {
             let vm = try makeVM()
-            for s in sources {
-                do throws(LuaLoadError) {
-                    try vm.load(file: s.file, source: s.text, limits: limits.loading)
-                } catch {
-                    failures[s.file] = error.description
-                }
-            }
+            for e in vm.loadAll(sources, limits: limits.loading, checkModules: true) { failures[e.file] = e.description }
             registry = vm.registry
         } catch {
             failures["*"] = "cannot create a Lua VM: \(error)"
@@ -106,7 +100,7 @@ public final class CloudService: Sendable {
         return [:]
     }
 
-    /// Reads `dir/*.lua` (sorted) and loads them. The folder is read under the load lock: loads
+    /// Reads `dir/*.lua` and the modules under `dir/lib/` (sorted) and loads them. The folder is read under the load lock: loads
     /// run one at a time in the order they read their sources, so a slow reload of older
     /// sources never replaces a newer generation.
     @discardableResult
@@ -114,11 +108,24 @@ public final class CloudService: Sendable {
         loadLock.withLock { _ in loadUnlocked(CloudService.readSources(dir)) }
     }
 
+    /// `dir/*.lua` as `name.lua`, then the modules `dir/lib/**/*.lua` as `lib/…/name.lua`
+    /// (hidden names skipped, at most 4 folders deep).
     public static func readSources(_ dir: String) -> [(file: String, text: String)] {
-        FileSystem.list(dir).filter { $0.hasSuffix(".lua") }.compactMap { name in
-            guard let b = FileSystem.readFile(dir + "/" + name) else { return nil }
-            return (file: name, text: String(decoding: b, as: UTF8.self))
+        var out: [(file: String, text: String)] = []
+        func read(_ rel: String, depth: Int) {
+            let path = rel.isEmpty ? dir : dir + "/" + rel
+            for name in FileSystem.list(path) where !name.hasPrefix(".") {
+                let relName = rel.isEmpty ? name : rel + "/" + name
+                if name.hasSuffix(".lua"), !FileSystem.isDirectory(path + "/" + name) {
+                    guard let b = FileSystem.readFile(path + "/" + name) else { continue }
+                    out.append((file: relName, text: String(decoding: b, as: UTF8.self)))
+                } else if (rel.isEmpty ? name == "lib" : depth < 4), FileSystem.isDirectory(path + "/" + name) {
+                    read(relName, depth: depth + 1)
+                }
+            }
         }
+        read("", depth: 0)
+        return out
     }
 
     func makeVM() throws(ParseError) -> LuaVM {
@@ -139,12 +146,8 @@ public final class CloudService: Sendable {
     /// A fresh VM with every file of `gen` loaded (per-thread VMs and job VMs alike).
     func loadedVM(_ gen: Generation) throws(ParseError) -> LuaVM {
         let vm = try makeVM()
-        for s in gen.sources {
-            do throws(LuaLoadError) {
-                try vm.load(file: s.file, source: s.text, limits: limits.loading)
-            } catch {
-                throw ParseError(.scriptFailed, "cloud code failed to load: \(error.description)")
-            }
+        if let e = vm.loadAll(gen.sources, limits: limits.loading, checkModules: false).first {
+            throw ParseError(.scriptFailed, "cloud code failed to load: \(e.description)")
         }
         return vm
     }
@@ -173,6 +176,14 @@ public final class CloudService: Sendable {
         let vm = try vm()
         return try metered(caller) { () throws(ParseError) -> JSONValue in
             try vm.runFunction(name, params: params, request: request(caller), limits: limits.functions)
+        }
+    }
+
+    /// Runs the `cloud.sendEmail` hook on this thread's VM, as master; false when none is declared.
+    public func sendEmail(_ message: JSONObject) throws(ParseError) -> Bool {
+        let vm = try vm()
+        return try metered(CallerContext(identity: .master, requestId: "mail")) { () throws(ParseError) -> Bool in
+            try vm.runEmailHook(message, limits: limits.functions)
         }
     }
 

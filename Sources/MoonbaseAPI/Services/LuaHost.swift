@@ -1,11 +1,13 @@
 import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseLua
+import MoonbaseOutbound
 import MoonbaseStore
 
 /// The `db`, `files` and `auth` namespaces of Cloud Code (DESIGN §5, §10), over the object
 /// service: the same permissions, triggers and transactions as REST. `db.*` runs with the
-/// caller's identity unless the options table says `master = true`.
+/// caller's identity unless the options table says `master = true`. Also `http.request`
+/// (outbound HTTP through MoonbaseOutbound) and `config.get` (Parse Config).
 struct LuaHost: CloudHostAPI {
     unowned(unsafe) let service: CloudService
     // `unowned(unsafe)`: the CloudService owns every VM (through its thread slots) and outlives
@@ -18,6 +20,10 @@ struct LuaHost: CloudHostAPI {
         case "db": return try db(name, args, ctx)
         case "files": return try filesCall(name, args)
         case "auth": return try authCall(name, args)
+        case "http": return try httpRequest(args, ctx)
+        case "config":
+            guard let services = service.services else { throw ParseError.internalError("services not ready") }
+            return try services.parseConfig.get(try string(args, 0, "config.get: the name")) ?? .null
         default: throw ParseError(.scriptFailed, "unknown namespace \(namespace)")
         }
     }
@@ -168,5 +174,75 @@ struct LuaHost: CloudHostAPI {
         default:
             throw ParseError(.scriptFailed, "unknown function auth.\(name)")
         }
+    }
+
+    /// `http.request{method, url, headers, body | json, timeoutMs}` → `{status, headers, body, json}`.
+    /// Runs here, on the worker running the call; bounded by the call's remaining wall time (and
+    /// aborted when the watchdog kills the call). Refused while the call holds the writer.
+    func httpRequest(_ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue {
+        func bad(_ m: String) -> ParseError { ParseError(.scriptFailed, "http.request: " + m) }
+        guard let services = service.services else { throw ParseError.internalError("services not ready") }
+        guard args.count == 1, let o = arg(args, 0)?.objectValue else {
+            throw bad("expected one table {method, url, headers, body | json, timeoutMs}")
+        }
+        if services.database.currentTransaction != nil {
+            throw bad("not allowed while holding the writer (inside a trigger or db.transaction): "
+                      + "call it from the function or route, before or after its writes")
+        }
+        let cap = services.config.httpMaxRequestsPerCall
+        guard ctx.counters.httpRequests < cap else { throw bad("at most \(cap) requests per call") }
+        for k in o.map(\.key) where !["method", "url", "headers", "body", "json", "timeoutMs"].contains(k) {
+            throw bad("unknown option '\(k)'")
+        }
+        guard let url = o["url"]?.stringValue else { throw bad("url must be a string") }
+        let method = (o["method"]?.stringValue ?? "GET").uppercased()
+        guard ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"].contains(method) else {
+            throw bad("unknown method '\(method)'")
+        }
+        var headers: [(String, String)] = []
+        if let h = o["headers"], !(h.arrayValue?.isEmpty ?? false) {
+            guard let ho = h.objectValue else { throw bad("headers must be a table of strings") }
+            for e in ho {
+                switch e.value {
+                case .string(let v): headers.append((e.key, v))
+                case .int(let i): headers.append((e.key, String(i)))
+                default: throw bad("header \(e.key) must be a string")
+                }
+            }
+        }
+        var body: [UInt8]?
+        if let j = o["json"] {
+            guard o["body"] == nil else { throw bad("give body or json, not both") }
+            body = JSON.encode(j)
+            if !headers.contains(where: { $0.0.lowercased() == "content-type" }) { headers.append(("Content-Type", "application/json")) }
+        } else if let b = o["body"] {
+            guard let text = b.stringValue else { throw bad("body must be a string") }
+            body = Array(text.utf8)
+        }
+        var timeout: Int64 = 10_000
+        if let t = o["timeoutMs"] {
+            guard let i = t.intValue, i > 0 else { throw bad("timeoutMs must be a positive integer") }
+            timeout = i
+        }
+        if let left = ctx.vm.callRemainingMillis { timeout = min(timeout, max(left, 1)) }
+        ctx.counters.httpRequests += 1
+        let vm = ctx.vm
+        let response: OutboundResponse
+        do throws(OutboundFailure) {
+            response = try OutboundHTTP.perform(
+                OutboundRequest(method: method, url: url, headers: headers, body: body, timeoutMs: timeout),
+                policy: services.outboundPolicy, shouldAbort: { vm.callRemainingMillis == 0 })
+        } catch {
+            throw bad(error.message)
+        }
+        var hs = JSONObject()
+        for (k, v) in response.headers {
+            if let prev = hs[k]?.stringValue { hs[k] = .string(prev + ", " + v) } else { hs[k] = .string(v) }
+        }
+        var out: JSONObject = ["status": .int(Int64(response.status)), "headers": .object(hs),
+                               "body": .string(String(decoding: response.body, as: UTF8.self))]
+        let type = hs["content-type"]?.stringValue?.lowercased() ?? ""
+        if type.contains("json"), let j = try? JSON.parse(response.body) { out["json"] = j }
+        return .object(out)
     }
 }

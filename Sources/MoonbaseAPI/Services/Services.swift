@@ -1,5 +1,6 @@
 import MoonbaseAuth
 import MoonbaseCore
+import MoonbaseOutbound
 import MoonbaseQuota
 import MoonbaseSQLite
 import MoonbaseStore
@@ -23,6 +24,12 @@ public final class Services: Sendable {
     public let jobs: JobService
     public let usage: SQLiteUsageSink
     public let usageFlusher: UsageFlusher?
+    /// Parse Config (`/parse/config`, Lua `config.get`).
+    public let parseConfig: ConfigService
+    /// Where Cloud Code's `http.request` may connect (`MOONBASE_HTTP_ALLOW` over the refusals).
+    public let outboundPolicy: AddressPolicy
+    /// Password reset and email verification tokens, mails and pages.
+    public let accountMail: AccountMailService
 
     public init(config: HostConfig, masterKey: String, clock: any HostClock, database: Database,
                 store: SQLiteDocumentStore, auth: AuthService, quota: Quota, metrics: ServerMetrics,
@@ -42,6 +49,10 @@ public final class Services: Sendable {
         self.jobs = jobs
         self.usage = usage
         self.usageFlusher = usageFlusher
+        self.parseConfig = ConfigService(database: database)
+        // The allow list was validated when the configuration was read.
+        self.outboundPolicy = (try? AddressPolicy(allow: config.httpAllow)) ?? AddressPolicy.strict
+        self.accountMail = AccountMailService(database: database, clock: clock)
         cloud.servicesBox.withLock { $0 = self }
     }
 

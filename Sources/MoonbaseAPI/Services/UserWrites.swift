@@ -10,6 +10,9 @@ import MoonbaseStore
 extension Services {
     func signUp(_ body: JSONObject, caller: CallerContext) throws(ParseError) -> AuthResult {
         var input = body
+        try Services.checkEmailVerifiedWrite(body, caller)
+        // A new address is unverified until its owner opens the verification link.
+        if let e = body["email"], !e.isNull, body["emailVerified"] == nil { input["emailVerified"] = .bool(false) }
         if let t = objects.triggers, t.hasTrigger(.beforeSave, "_User") {
             let password = input.removeValue(forKey: "password")
             var visible = input
@@ -17,11 +20,22 @@ extension Services {
             input = try t.runSave(.beforeSave, className: "_User", object: visible, original: nil, caller: caller)
             if let password { input["password"] = password }
         }
-        return try auth.signUp(body: input, ip: caller.ip, identity: caller.identity)
+        let r = try auth.signUp(body: input, ip: caller.ip, identity: caller.identity)
+        if input["emailVerified"]?.boolValue == false { sendVerificationIfConfigured(email: input["email"]?.stringValue) }
+        return r
+    }
+
+    /// `emailVerified` is the host's to set (after a verification link) or the master key's.
+    static func checkEmailVerifiedWrite(_ changes: JSONObject, _ caller: CallerContext) throws(ParseError) {
+        if changes["emailVerified"] != nil && !caller.identity.isMaster {
+            throw ParseError(.operationForbidden, "Clients aren't allowed to manually update email verification.")
+        }
     }
 
     func updateUser(_ id: String, _ changes: JSONObject, caller: CallerContext, sessionId: String?) throws(ParseError) -> JSONObject {
+        try Services.checkEmailVerifiedWrite(changes, caller)
         var prepared = try auth.prepareUserUpdate(id, changes: changes, identity: caller.identity, currentSessionId: sessionId)
+        if prepared.email != nil && changes["emailVerified"] == nil { prepared.changes["emailVerified"] = .bool(false) }
         let triggers = objects.triggers
         let row = try store.write { (tx) throws(ParseError) -> StoredObject in
             if let t = triggers, t.hasTrigger(.beforeSave, "_User") {
@@ -43,6 +57,7 @@ extension Services {
             return try auth.applyUserUpdate(prepared, in: tx)
         }
         caller.meter?.dbWrites += 1
+        if prepared.email != nil && changes["emailVerified"] == nil { sendVerificationIfConfigured(email: prepared.email) }
         return ["updatedAt": .string(ISO8601.format(millis: row.updatedAt))]
     }
 }

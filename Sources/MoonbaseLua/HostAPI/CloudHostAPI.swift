@@ -1,8 +1,8 @@
 import MoonbaseCore
 import MoonbaseJSON
 
-/// The host side of the `db`, `files` and `auth` namespaces, implemented by MoonbaseAPI over the
-/// store (STYLE §3.15: one namespace per concern, registered by name).
+/// The host side of the `db`, `files`, `auth`, `http` and `config` namespaces, implemented by
+/// MoonbaseAPI over the store (STYLE §3.15: one namespace per concern, registered by name).
 ///
 /// Contract:
 /// - `call` runs on the thread of the VM that called it, while the Lua call is suspended.
@@ -26,12 +26,16 @@ public enum CloudHostNamespaces {
                "deleteWhere", "updateWhere", "transaction"],
         "files": ["delete"],
         "auth": ["verifyPassword", "revokeSessions"],
+        "http": ["request"],
+        "config": ["get"],
     ]
 }
 
 /// Counters shared by a call and the calls nested in it.
 public final class LuaCallCounters {
     public internal(set) var dbOps: Int64 = 0
+    /// `http.request` calls made so far (the host enforces its cap).
+    public var httpRequests: Int = 0
     public init() {}
 }
 

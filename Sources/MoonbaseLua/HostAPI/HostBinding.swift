@@ -7,13 +7,16 @@ import Glibc
 #endif
 
 /// What a host function id stands for. The Lua surface of each binding:
-/// - `.host(ns, name)`: `db.*`, `files.delete`, `auth.*`, forwarded to `CloudHostAPI`.
+/// - `.host(ns, name)`: `db.*`, `files.delete`, `auth.*`, `http.request`, `config.get`, forwarded
+///   to `CloudHostAPI` (an `http.*` call that ran into the call's wall-time limit ends the call).
 /// - `.log(level)`: `log.debug/info/warn/error(msg, ...)` → `Log` with the request id and function.
 /// - `.timeNow`: `time.now()` → milliseconds since the epoch (integer).
 /// - `.randomId`: `crypto.randomId([n])` → n (default 10, at most 256) alphanumeric characters.
 /// - `.cloud(decl)`: `cloud.define/job/route/before*/after*/index/textIndex/classPermissions`
 ///   (load time only).
 /// - `.jobProgress` / `.jobMessage`: `req.progress(fraction, text)` / `req.message(text)` of jobs.
+/// - `.crypto(op)`: `crypto.sha256/hmacSha256/sign`, `crypto.base64.*`, `crypto.base64url.*` on
+///   the raw bytes of their arguments (see `CryptoOp`).
 enum HostBinding {
     case host(String, String)
     case log(LogLevel)
@@ -22,6 +25,7 @@ enum HostBinding {
     case cloud(CloudDeclaration)
     case jobProgress
     case jobMessage
+    case crypto(CryptoOp)
 
     var luaName: (String, String)? {
         switch self {
@@ -31,6 +35,7 @@ enum HostBinding {
         case .randomId: return ("crypto", "randomId")
         case .cloud(let d): return ("cloud", d.rawValue)
         case .jobProgress, .jobMessage: return nil
+        case .crypto(let op): return op.luaName
         }
     }
 }
@@ -48,6 +53,7 @@ extension LuaVM {
         guard fnid >= 0 && fnid < bindings.count else {
             return fail(out, ParseError(.scriptFailed, "unknown host function"))
         }
+        if case .crypto(let op) = bindings[fnid] { return dispatchCrypto(op, args, n, out) }
         var values: [LuaValue] = []
         values.reserveCapacity(n)
         for i in 0..<n {
@@ -135,11 +141,17 @@ extension LuaVM {
                 ctx.counters.dbOps += 1
             }
             guard let host else { throw .error(ParseError(.scriptFailed, "\(ns).\(name) is not available")) }
+            let v: JSONValue
             do throws(ParseError) {
-                return try host.call(ns, name, args, ctx)
+                v = try host.call(ns, name, args, ctx)
             } catch {
+                // Outbound I/O that ran into the call's wall-time limit ends the call (not
+                // catchable), whatever the transport reported.
+                if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
                 throw .error(error)
             }
+            if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
+            return v
         case .log(let level):
             let text = args.map { a -> String in
                 switch a {
@@ -181,6 +193,8 @@ extension LuaVM {
             }
             job.progress(fraction, text)
             return .null
+        case .crypto:
+            return .null   // dispatched before the arguments are converted
         case .jobMessage:
             guard let job = contexts.last?.job else { return .null }
             guard let s = args.first?.stringValue else {
