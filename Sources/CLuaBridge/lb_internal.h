@@ -92,4 +92,8 @@ int lb_table_is_array(lua_State *L, int idx, lua_Integer *n);
 /* patterns (lb_pattern.c) */
 void lb_patterns_install(lua_State *L, int strtab);
 
+/* bounded standard-library functions (lb_stdlib.c) */
+void lb_stdlib_install(lua_State *L, int strtab, int tabtab);
+void lb_tick(lua_State *L, unsigned steps);   /* raises a tripped limit; counts instructions */
+
 #endif

@@ -102,6 +102,8 @@ static void enc_table(lua_State *L, lb_buf *b, int idx, int depth) {
     if (lb_table_is_array(L, idx, &n)) {
         putc_(L, b, '[');
         for (lua_Integer i = 1; i <= n; i++) {
+            /* n may be a far border ({[1]=1,[2]=1,[4]=1,...}): a run of nulls no hook reaches. */
+            if ((i & 4095) == 0) lb_tick(L, 4096);
             if (i > 1) putc_(L, b, ',');
             lua_rawgeti(L, idx, i);
             enc_value(L, b, lua_gettop(L), depth + 1);
