@@ -74,7 +74,7 @@ static void on_sigurg(int sig) {
     lb_vm *vm = tl_current;
     if (vm && vm->depth > 0 &&
         atomic_load(&vm->kill_req_gen) == atomic_load(&vm->call_gen)) {
-        if (!vm->killed) vm->killed = LB_KILL_TIMEOUT;
+        if (!vm->killed) vm->killed = atomic_load(&vm->kill_req_reason);
         /* lua_sethook is documented as safe from a signal handler on the owning thread. */
         lb_arm_kill_hook(vm->L);
     }
@@ -90,7 +90,11 @@ static void *wd_loop(void *arg) {
         pthread_mutex_lock(&wd_mu);
         for (lb_vm *vm = wd_head; vm; vm = vm->wd_next) {
             int64_t d = atomic_load(&vm->deadline_ns);
+            int64_t h = atomic_load(&vm->hold_deadline_ns);
+            int reason = LB_KILL_TIMEOUT;
+            if (h && (!d || h < d)) { d = h; reason = LB_KILL_WRITER_HOLD; }
             if (!d || now < d) continue;
+            atomic_store(&vm->kill_req_reason, reason);
             uint64_t g = atomic_load(&vm->call_gen);
             /* Signal once, then again every 50 ms while the call stays overdue (a signal that
              * landed while the thread ran host code still armed the hook; this is a backstop). */
@@ -298,6 +302,28 @@ void lb_result_free(lb_result *res) {
 
 /* ---------------------------------------------------------------- limits per call */
 
+/* The watchdog signals `owner`; libdispatch threads block most signals (FINDINGS §2, §7.7). */
+static void own_thread(lb_vm *vm) {
+    if (!tl_sig_unblocked) {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGURG);
+        pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+        tl_sig_unblocked = 1;
+    }
+    vm->owner = pthread_self();
+}
+
+void lb_hold_begin(lb_vm *vm, int64_t ms) {
+    if (vm->hold_depth++ > 0 || ms <= 0) return;
+    own_thread(vm);
+    atomic_store(&vm->hold_deadline_ns, now_ns() + ms * 1000000);
+}
+
+void lb_hold_end(lb_vm *vm) {
+    if (vm->hold_depth > 0 && --vm->hold_depth == 0) atomic_store(&vm->hold_deadline_ns, 0);
+}
+
 static void begin_limits(lb_vm *vm, lb_limits lim) {
     lua_State *L = vm->L;
     vm->killed = 0;
@@ -308,26 +334,24 @@ static void begin_limits(lb_vm *vm, lb_limits lim) {
     if (lim.max_instructions > 0) lua_sethook(L, lb_hook, LUA_MASKCOUNT, 1000);
     else lua_sethook(L, NULL, 0, 0);
     vm->mem_limit = lim.max_memory > 0 ? vm->mem_used + (size_t)lim.max_memory : 0;
-    if (lim.timeout_ms > 0) {
-        if (!tl_sig_unblocked) {
-            /* libdispatch threads block most signals (FINDINGS §2, §7.7). */
-            sigset_t s;
-            sigemptyset(&s);
-            sigaddset(&s, SIGURG);
-            pthread_sigmask(SIG_UNBLOCK, &s, NULL);
-            tl_sig_unblocked = 1;
-        }
-        vm->owner = pthread_self();
-        tl_current = vm;
-        atomic_store(&vm->deadline_ns, now_ns() + lim.timeout_ms * 1000000);
+    own_thread(vm);
+    vm->prev_current = tl_current;
+    tl_current = vm;
+    int64_t h = atomic_load(&vm->hold_deadline_ns);
+    if (h && now_ns() >= h) {
+        /* The writer was held past its limit before this call began (a trigger fired late in a
+         * long write): stop at the first instruction. */
+        vm->killed = LB_KILL_WRITER_HOLD;
+        lb_arm_kill_hook(L);
     }
+    if (lim.timeout_ms > 0) atomic_store(&vm->deadline_ns, now_ns() + lim.timeout_ms * 1000000);
 }
 
 static void end_limits(lb_vm *vm, int status) {
     atomic_store(&vm->deadline_ns, 0);
     atomic_fetch_add(&vm->call_gen, 1);
     lua_sethook(vm->L, NULL, 0, 0);
-    tl_current = NULL;
+    tl_current = vm->prev_current;
     vm->mem_limit = 0;
     if (vm->killed || status == LUA_ERRMEM) lua_gc(vm->L, LUA_GCCOLLECT, 0);
     vm->killed = 0;

@@ -30,6 +30,10 @@ struct lb_vm {
     _Atomic int64_t deadline_ns;    /* 0 = no deadline */
     _Atomic uint64_t call_gen;
     _Atomic uint64_t kill_req_gen;
+    _Atomic int kill_req_reason;    /* LB_KILL_TIMEOUT or LB_KILL_WRITER_HOLD, set before the signal */
+    _Atomic int64_t hold_deadline_ns;   /* 0 = this thread holds no writer (lb_hold_begin) */
+    int hold_depth;
+    struct lb_vm *prev_current;     /* the thread's current VM before this call began */
     int64_t last_signal_ns;         /* watchdog thread only */
     pthread_t owner;
     struct lb_vm *wd_next, *wd_prev;

@@ -1,4 +1,5 @@
 import MoonbaseCore
+import MoonbaseLua
 
 #if canImport(Glibc)
 import Glibc
@@ -36,6 +37,7 @@ public struct HostConfig: Sendable {
     public var luaMaxMemoryMB = 64
     public var luaMaxDbOps = 10_000
     public var luaMaxInstructions = 0
+    public var luaWriterHoldMs = Int(LuaLimits.defaultWriterHoldMs)
     public var jobHistoryPerJob = 100
     public var shutdownGraceMs = 10_000
 
@@ -75,6 +77,7 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_LUA_MAX_MEMORY_MB") { c.luaMaxMemoryMB = v }
         if let v = try int("MOONBASE_LUA_MAX_DB_OPS") { c.luaMaxDbOps = v }
         if let v = try int("MOONBASE_LUA_MAX_INSTRUCTIONS") { c.luaMaxInstructions = v }
+        if let v = try int("MOONBASE_LUA_WRITER_HOLD_MS") { c.luaWriterHoldMs = v }
         if let v = try int("MOONBASE_WORKERS"), v > 0 { c.workers = v }
         if let v = try int("MOONBASE_IO_THREADS"), v > 0 { c.ioThreads = v }
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }

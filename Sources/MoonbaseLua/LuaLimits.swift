@@ -13,25 +13,41 @@ public struct LuaLimits: Sendable, Hashable {
     public var maxDbOps: Int64
     /// Instruction budget (a count hook, installed only when non-zero: it slows every instruction).
     public var maxInstructions: Int64
+    /// How long Lua code may run while its thread holds the single database writer (inside
+    /// `db.transaction(fn)`, a `beforeSave`/`beforeDelete` trigger's write, an after-trigger's
+    /// transaction). Every other write in the process waits meanwhile, so this is much shorter
+    /// than the call's timeout.
+    public var writerHoldMs: Int64
 
-    public init(timeoutMs: Int64, maxMemoryMB: Int64, maxDbOps: Int64, maxInstructions: Int64 = 0) {
+    public init(timeoutMs: Int64, maxMemoryMB: Int64, maxDbOps: Int64, maxInstructions: Int64 = 0,
+                writerHoldMs: Int64 = LuaLimits.defaultWriterHoldMs) {
         self.timeoutMs = timeoutMs
         self.maxMemoryBytes = maxMemoryMB << 20
         self.maxDbOps = maxDbOps
         self.maxInstructions = maxInstructions
+        self.writerHoldMs = writerHoldMs
     }
+
+    /// 2 s: a write transaction of a request normally holds the writer for milliseconds; two
+    /// seconds leave room for a trigger that writes a few thousand rows, while a script that
+    /// spins inside a transaction stalls every other writer for at most that long (not for the
+    /// whole 10 s call timeout).
+    public static let defaultWriterHoldMs: Int64 = 2_000
+    /// Jobs do bulk work in transactions on purpose (cleanups, migrations): 30 s.
+    public static let jobWriterHoldMs: Int64 = 30_000
 
     public var maxMemoryMB: Int64 { maxMemoryBytes >> 20 }
 
     /// Functions, triggers and routes: 10 s, 64 MB, 10,000 DB operations.
     public static let functionDefaults = LuaLimits(timeoutMs: 10_000, maxMemoryMB: 64, maxDbOps: 10_000)
     /// Jobs: 1 hour, 256 MB, no DB-operation limit.
-    public static let jobDefaults = LuaLimits(timeoutMs: 3_600_000, maxMemoryMB: 256, maxDbOps: 0)
+    public static let jobDefaults = LuaLimits(timeoutMs: 3_600_000, maxMemoryMB: 256, maxDbOps: 0,
+                                              writerHoldMs: LuaLimits.jobWriterHoldMs)
     /// Loading a file's top level (hot reload, `moonbase check`).
     public static let loadDefaults = LuaLimits(timeoutMs: 5_000, maxMemoryMB: 64, maxDbOps: 0)
 
-    /// Applies `MOONBASE_LUA_TIMEOUT_MS`, `MOONBASE_LUA_MAX_MEMORY_MB`, `MOONBASE_LUA_MAX_DB_OPS`
-    /// and `MOONBASE_LUA_MAX_INSTRUCTIONS` (read by the host) over these limits.
+    /// Applies `MOONBASE_LUA_TIMEOUT_MS`, `MOONBASE_LUA_MAX_MEMORY_MB`, `MOONBASE_LUA_MAX_DB_OPS`,
+    /// `MOONBASE_LUA_MAX_INSTRUCTIONS` and `MOONBASE_LUA_WRITER_HOLD_MS` over these limits.
     /// - Throws: `ParseError` 1 naming the variable when a value is not a non-negative integer.
     public func overridden(by env: [String: String]) throws(ParseError) -> LuaLimits {
         var l = self
@@ -46,17 +62,19 @@ public struct LuaLimits: Sendable, Hashable {
         if let v = try read("MOONBASE_LUA_MAX_MEMORY_MB") { l.maxMemoryBytes = v << 20 }
         if let v = try read("MOONBASE_LUA_MAX_DB_OPS") { l.maxDbOps = v }
         if let v = try read("MOONBASE_LUA_MAX_INSTRUCTIONS") { l.maxInstructions = v }
+        if let v = try read("MOONBASE_LUA_WRITER_HOLD_MS") { l.writerHoldMs = v }
         return l
     }
 
     /// These limits with a function's own options (`timeoutMs`, `maxMemoryMB`, `maxDbOps`,
-    /// `maxInstructions`) applied.
+    /// `maxInstructions`, `writerHoldMs`) applied.
     public func applying(_ o: CloudFunctionOptions) -> LuaLimits {
         var l = self
         if let v = o.timeoutMs { l.timeoutMs = v }
         if let v = o.maxMemoryMB { l.maxMemoryBytes = v << 20 }
         if let v = o.maxDbOps { l.maxDbOps = v }
         if let v = o.maxInstructions { l.maxInstructions = v }
+        if let v = o.writerHoldMs { l.writerHoldMs = v }
         return l
     }
 }

@@ -160,6 +160,7 @@ extension LuaVM {
             case "maxMemoryMB": r.maxMemoryMB = try positive(e.value, e.key)
             case "maxDbOps": r.maxDbOps = try positive(e.value, e.key)
             case "maxInstructions": r.maxInstructions = try positive(e.value, e.key)
+            case "writerHoldMs": r.writerHoldMs = try positive(e.value, e.key)
             case "rateLimit":
                 guard let rl = e.value.objectValue, let n = rl["perMinute"]?.intValue, n > 0, rl.count == 1 else {
                     throw bad("rateLimit must be {perMinute = N}")

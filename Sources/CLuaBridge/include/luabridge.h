@@ -23,7 +23,8 @@ enum {
 };
 
 /* Why a call was killed (a tripped limit). */
-enum { LB_KILL_NONE = 0, LB_KILL_TIMEOUT = 1, LB_KILL_MEMORY = 2, LB_KILL_INSTRUCTIONS = 3, LB_KILL_DBOPS = 4 };
+enum { LB_KILL_NONE = 0, LB_KILL_TIMEOUT = 1, LB_KILL_MEMORY = 2, LB_KILL_INSTRUCTIONS = 3, LB_KILL_DBOPS = 4,
+       LB_KILL_WRITER_HOLD = 5 };
 
 /* Outcome of lb_load / lb_call. */
 enum { LB_OK = 0, LB_ERROR = 1, LB_KILLED = 2 };
@@ -102,6 +103,12 @@ void lb_out_str(lb_out *o, const char *s, size_t n);
 void lb_out_json(lb_out *o, const char *s, size_t n);     /* decoded to a Lua value by C */
 int lb_out_error(lb_out *o, int32_t code, const char *msg, size_t n);   /* returns -1 */
 int lb_out_kill(lb_out *o, int32_t reason);                            /* returns -2 */
+
+/* The calling thread holds the database writer from now until lb_hold_end: the running (or
+ * next) call on this VM is killed with LB_KILL_WRITER_HOLD once `ms` have passed. Nested spans
+ * keep the outermost deadline. Touches no Lua state: callable from a host function. */
+void lb_hold_begin(lb_vm *vm, int64_t ms);
+void lb_hold_end(lb_vm *vm);
 
 /* During a host callback: "file:line" of the Lua code that called it (read-only, non-raising). */
 void lb_caller_where(lb_vm *vm, char *out, size_t cap);

@@ -230,10 +230,20 @@ extension CloudService: TriggerRunner {
         registry.trigger(CloudService.kind(kind), className) != nil
     }
 
+    /// Runs a save/delete trigger; it holds the writer when its write is open on this thread
+    /// (before-triggers inside the write, after-triggers in their own transaction).
+    func runWriteTrigger(_ vm: LuaVM, _ caller: CallerContext,
+                         _ body: () throws(ParseError) -> JSONValue?) throws(ParseError) -> JSONValue? {
+        try metered(caller) { () throws(ParseError) -> JSONValue? in
+            guard objects.store.database.currentTransaction != nil else { return try body() }
+            return try vm.holdingWriter(limits.functions, body)
+        }
+    }
+
     public func runSave(_ kind: TriggerKind, className: String, object: JSONObject, original: JSONObject?,
                         caller: CallerContext) throws(ParseError) -> JSONObject {
         let vm = try vm()
-        let out = try metered(caller) { () throws(ParseError) -> JSONValue? in
+        let out = try runWriteTrigger(vm, caller) { () throws(ParseError) -> JSONValue? in
             try vm.runTrigger(CloudService.kind(kind), className: className, object: .object(object),
                               original: original.map { .object($0) }, request: request(caller), limits: limits.functions)
         }
@@ -242,7 +252,7 @@ extension CloudService: TriggerRunner {
 
     public func runDelete(_ kind: TriggerKind, className: String, object: JSONObject, caller: CallerContext) throws(ParseError) {
         let vm = try vm()
-        _ = try metered(caller) { () throws(ParseError) -> JSONValue? in
+        _ = try runWriteTrigger(vm, caller) { () throws(ParseError) -> JSONValue? in
             try vm.runTrigger(CloudService.kind(kind), className: className, object: .object(object),
                               request: request(caller), limits: limits.functions)
         }
