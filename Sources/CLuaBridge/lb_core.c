@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
+#include <malloc.h>
 
 const char lb_key_array_mt = 0;
 const char lb_key_error_mt = 0;
@@ -54,11 +55,13 @@ static void *lb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     if (nsize > old && vm->mem_limit && vm->mem_used + (nsize - old) > vm->mem_limit) {
         if (vm->L) record_where_unprotected(vm);
+        if (vm->mem_limit_is_vm) vm->mem_refused_vm = 1;
         return NULL;
     }
     void *p = realloc(ptr, nsize);
     if (!p) return NULL;
     vm->mem_used = vm->mem_used - old + nsize;
+    if (vm->mem_used > vm->mem_peak) vm->mem_peak = vm->mem_used;
     return p;
 }
 
@@ -81,12 +84,39 @@ static void on_sigurg(int sig) {
     errno = saved;
 }
 
+/* ---------------------------------------------------------------- returning memory */
+
+/* glibc keeps freed memory in its arenas (one per thread that allocated): after a call that
+ * allocated far above the norm, the process's private memory would stay at its peak. The
+ * watchdog runs malloc_trim(0) 200 ms after a request, then 1.5 s and 5 s later (by then the
+ * host has sent and freed its copies of a large result). */
+static _Atomic int64_t trim_at;
+static _Atomic int trim_round;
+static const int64_t trim_delays_ms[] = {200, 1500, 5000};
+
+void lb_request_trim(void) {
+    atomic_store(&trim_round, 0);
+    atomic_store(&trim_at, now_ns() + trim_delays_ms[0] * 1000000);
+}
+
+static void wd_trim(int64_t now) {
+    int64_t at = atomic_load(&trim_at);
+    if (!at || now < at) return;
+    malloc_trim(0);
+    int r = atomic_fetch_add(&trim_round, 1) + 1;
+    if (r < (int)(sizeof trim_delays_ms / sizeof trim_delays_ms[0]))
+        atomic_compare_exchange_strong(&trim_at, &at, now + (trim_delays_ms[r] - trim_delays_ms[r - 1]) * 1000000);
+    else
+        atomic_compare_exchange_strong(&trim_at, &at, 0);
+}
+
 static void *wd_loop(void *arg) {
     (void)arg;
     for (;;) {
         struct timespec ts = {0, 2 * 1000000};
         nanosleep(&ts, NULL);
         int64_t now = now_ns();
+        wd_trim(now);
         pthread_mutex_lock(&wd_mu);
         for (lb_vm *vm = wd_head; vm; vm = vm->wd_next) {
             int64_t d = atomic_load(&vm->deadline_ns);
@@ -283,6 +313,7 @@ lb_vm *lb_new(int strict, lb_host_fn host, void *host_ctx) {
 void lb_close(lb_vm *vm) {
     if (!vm) return;
     wd_remove(vm);
+    if (vm->mem_used > ((size_t)8 << 20)) lb_request_trim();
     lua_close(vm->L);
     free(vm->err_msg);
     free(vm->pending);
@@ -291,6 +322,7 @@ void lb_close(lb_vm *vm) {
 }
 
 size_t lb_memory(lb_vm *vm) { return vm->mem_used; }
+int lb_over_vm_limit(lb_vm *vm) { return vm->over_vm_limit; }
 int lb_depth(lb_vm *vm) { return vm->depth; }
 int lb_stack_top(lb_vm *vm) { return lua_gettop(vm->L); }
 
@@ -333,7 +365,14 @@ static void begin_limits(lb_vm *vm, lb_limits lim) {
     atomic_fetch_add(&vm->call_gen, 1);
     if (lim.max_instructions > 0) lua_sethook(L, lb_hook, LUA_MASKCOUNT, 1000);
     else lua_sethook(L, NULL, 0, 0);
-    vm->mem_limit = lim.max_memory > 0 ? vm->mem_used + (size_t)lim.max_memory : 0;
+    size_t call_cap = lim.max_memory > 0 ? vm->mem_used + (size_t)lim.max_memory : 0;
+    size_t vm_cap = lim.max_vm_memory > 0 ? (size_t)lim.max_vm_memory : 0;
+    vm->mem_limit_is_vm = vm_cap && (!call_cap || vm_cap < call_cap);
+    vm->mem_limit = vm->mem_limit_is_vm ? vm_cap : call_cap;
+    vm->mem_refused_vm = 0;
+    vm->mem_start = vm->mem_peak = vm->mem_used;
+    vm->max_result = lim.max_result;
+    vm->scratch_limit = 0;
     own_thread(vm);
     vm->prev_current = tl_current;
     tl_current = vm;
@@ -353,7 +392,20 @@ static void end_limits(lb_vm *vm, int status) {
     lua_sethook(vm->L, NULL, 0, 0);
     tl_current = vm->prev_current;
     vm->mem_limit = 0;
-    if (vm->killed || status == LUA_ERRMEM) lua_gc(vm->L, LUA_GCCOLLECT, 0);
+    vm->scratch_limit = 0;
+    /* A call stopped by a limit, or one that allocated far above the norm: collect now and
+     * give the memory back to the system rather than keep the peak until the next GC cycle. */
+    int heavy = vm->mem_peak - vm->mem_start > LB_HEAVY_CALL_BYTES || vm->scratch.cap > LB_SCRATCH_KEEP;
+    if (vm->killed || status == LUA_ERRMEM || heavy) {
+        lua_gc(vm->L, LUA_GCCOLLECT, 0);
+        if (vm->scratch.cap > LB_SCRATCH_KEEP) {
+            free(vm->scratch.p);
+            vm->mem_used -= vm->scratch.cap;
+            vm->scratch.p = NULL;
+            vm->scratch.n = vm->scratch.cap = 0;
+        }
+        lb_request_trim();
+    }
     vm->killed = 0;
     vm->max_instructions = 0;
 }
@@ -362,6 +414,8 @@ static void fill_failure(lb_vm *vm, int st, lb_result *res) {
     if (vm->killed || st == LUA_ERRMEM) {
         res->status = LB_KILLED;
         res->kill_reason = vm->killed ? vm->killed : LB_KILL_MEMORY;
+        if (res->kill_reason == LB_KILL_MEMORY && vm->mem_refused_vm) res->kill_reason = LB_KILL_VM_MEMORY;
+        if (res->kill_reason == LB_KILL_VM_MEMORY) vm->over_vm_limit = 1;
         res->code = 141;
         snprintf(res->where, sizeof res->where, "%s", vm->kill_where);
         return;

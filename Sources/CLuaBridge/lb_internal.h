@@ -11,6 +11,11 @@
 
 typedef struct { char *p; size_t n, cap; } lb_buf;
 
+/* A call whose heap grew by more than this is collected and trimmed when it ends. */
+#define LB_HEAVY_CALL_BYTES ((size_t)16 << 20)
+/* The JSON scratch buffer is kept across calls up to this capacity (and freed when larger). */
+#define LB_SCRATCH_KEEP ((size_t)1 << 20)
+
 struct lb_vm {
     lua_State *L;
     int strict;
@@ -19,7 +24,14 @@ struct lb_vm {
     void *host_ctx;
     /* memory */
     size_t mem_used;
-    size_t mem_limit;           /* 0 = unlimited */
+    size_t mem_limit;           /* 0 = unlimited: min(call start + max_memory, max_vm_memory) */
+    int mem_limit_is_vm;        /* mem_limit is the VM's absolute cap (LB_KILL_VM_MEMORY) */
+    int mem_refused_vm;         /* an allocation was refused at the VM's cap during this call */
+    int over_vm_limit;          /* the last call was stopped by the VM's cap */
+    size_t mem_start;           /* heap at the outermost call's start */
+    size_t mem_peak;            /* highest heap during the outermost call */
+    size_t scratch_limit;       /* 0 = none: the cap of the JSON text being encoded (a result) */
+    int64_t max_result;
     /* limits of the current outermost call */
     int depth;                  /* nesting of lb_call / lb_load */
     int64_t max_instructions;

@@ -18,8 +18,7 @@ extension LuaVM {
         }
         var res = lb_result()
         defer { lb_result_free(&res) }
-        let lim = lb_limits(timeout_ms: limits.timeoutMs, max_memory: limits.maxMemoryBytes,
-                            max_instructions: limits.maxInstructions)
+        let lim = limits.bridge
         var src = source
         src.withUTF8 { b in
             b.withMemoryRebound(to: CChar.self) { _ = lb_load(handle, "@" + file, $0.baseAddress, $0.count, lim, &res) }

@@ -24,7 +24,9 @@ enum {
 
 /* Why a call was killed (a tripped limit). */
 enum { LB_KILL_NONE = 0, LB_KILL_TIMEOUT = 1, LB_KILL_MEMORY = 2, LB_KILL_INSTRUCTIONS = 3, LB_KILL_DBOPS = 4,
-       LB_KILL_WRITER_HOLD = 5 };
+       LB_KILL_WRITER_HOLD = 5,
+       LB_KILL_VM_MEMORY = 6,   /* the VM's whole heap (module state + this call) reached max_vm_memory */
+       LB_KILL_RESULT = 7 };    /* the call's JSON result grew past max_result */
 
 /* Outcome of lb_load / lb_call. */
 enum { LB_OK = 0, LB_ERROR = 1, LB_KILLED = 2 };
@@ -45,6 +47,8 @@ typedef struct {
     int64_t timeout_ms;
     int64_t max_memory;       /* bytes above the heap at call start */
     int64_t max_instructions;
+    int64_t max_vm_memory;    /* bytes of the VM's whole heap, module state included */
+    int64_t max_result;       /* bytes of the JSON text of the call's result */
 } lb_limits;
 
 /* Result of a load or call; free with lb_result_free. */
@@ -112,6 +116,13 @@ void lb_hold_end(lb_vm *vm);
 
 /* During a host callback: "file:line" of the Lua code that called it (read-only, non-raising). */
 void lb_caller_where(lb_vm *vm, char *out, size_t cap);
+
+/* 1 when the last call was stopped by max_vm_memory: the VM's module state leaves no room, so
+ * the host should discard it (and build a fresh one for the next call). */
+int lb_over_vm_limit(lb_vm *vm);
+/* Asks the watchdog thread to return freed heap memory to the system (glibc malloc_trim) shortly
+ * and again a few seconds later, once the host has dropped its copies of a large result. */
+void lb_request_trim(void);
 
 /* Introspection for tests and metrics. */
 size_t lb_memory(lb_vm *vm);

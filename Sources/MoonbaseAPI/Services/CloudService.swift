@@ -164,9 +164,22 @@ public final class CloudService: Sendable {
         let cpu0 = threadCPUNanos()
         defer {
             slot.caller = saved
-            if saved == nil { c.meter?.luaCPUNanos &+= threadCPUNanos() &- cpu0 }
+            if saved == nil {
+                c.meter?.luaCPUNanos &+= threadCPUNanos() &- cpu0
+                dropVMOverItsLimit(slot)
+            }
         }
         return try body()
+    }
+
+    /// A VM whose last call hit the VM memory limit holds module state that leaves too little
+    /// room for calls: it is dropped (its memory freed and returned to the system) and the next
+    /// call on this thread builds a fresh one from the current generation.
+    func dropVMOverItsLimit(_ slot: VMSlot) {
+        guard let vm = slot.vm, vm.depth == 0, vm.overVMMemoryLimit else { return }
+        Log.warn("cloud code: a Lua VM reached its memory limit (\(vm.memoryInUse >> 20) MB in use); it is rebuilt, its module state is lost")
+        slot.vm = nil
+        slot.generation = -1
     }
 
     public func callFunction(_ name: String, params: JSONObject, caller: CallerContext) throws(ParseError) -> JSONValue {
