@@ -139,7 +139,20 @@ static void *wd_loop(void *arg) {
     return NULL;
 }
 
+/* glibc adapts its mmap threshold upwards (to 32 MiB) after a large block is freed, and its
+ * trim threshold with it: from then on blocks of a few MiB come from the worker threads'
+ * arenas, and freed space at the top of a thread arena is given back neither by free() nor by
+ * malloc_trim (which trims only the main arena's top). One 16 MiB Lua table per worker then
+ * stays resident for good. Fixed thresholds keep blocks of 1 MiB and more in their own
+ * mappings (unmapped when freed) and trim arena tops above 4 MiB. Set once, process-wide, with
+ * the first VM: only Lua's large tables and strings and the host's large results reach them. */
+static void malloc_policy(void) {
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 4 << 20);
+}
+
 static void wd_start(void) {
+    malloc_policy();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigurg;
