@@ -51,6 +51,10 @@ cloud.define("quickTx", function(req)
   return db.transaction(function() return db.create("TxItem", {n = 2}).objectId end)
 end)
 
+cloud.beforeSave("Held", function(req)
+  if req.object.spin then while true do end end
+end)
+
 cloud.define("grow", function(req)
   hoard[#hoard + 1] = string.rep("x", 8 << 20) .. #hoard
   return #hoard
@@ -190,6 +194,19 @@ def test_spinning_transaction_stops_at_the_writer_hold_limit(srv):
     assert r.status_code == 200, r.text
     rows = srv.req("GET", "/parse/classes/TxItem", master=True).json()["results"]
     assert [o["n"] for o in rows] == [2]
+
+
+def test_spinning_before_trigger_stops_at_the_writer_hold_limit(srv):
+    t0 = time.monotonic()
+    r = srv.req("POST", "/parse/classes/Held", {"spin": True})
+    elapsed = time.monotonic() - t0
+    status, code, msg = err(r)
+    assert (status, code) == (400, 141), r.text
+    assert msg.startswith("writer hold limit of 2000 ms exceeded in function 'beforeSave Held'"), msg
+    assert elapsed < 8, elapsed
+    assert srv.req("POST", "/parse/classes/Held", {"spin": False}).status_code == 201
+    rows = srv.req("GET", "/parse/classes/Held", master=True).json()["results"]
+    assert [o["spin"] for o in rows] == [False]
 
 
 def test_module_state_is_capped_and_the_vm_rebuilt(server_factory):
