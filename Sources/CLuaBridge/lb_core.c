@@ -75,9 +75,12 @@ static void on_sigurg(int sig) {
     (void)sig;
     int saved = errno;
     lb_vm *vm = tl_current;
+    int reason = vm ? atomic_load(&vm->kill_req_reason) : 0;
+    /* A writer hold that ended since the watchdog looked (the write committed) kills nothing. */
     if (vm && vm->depth > 0 &&
-        atomic_load(&vm->kill_req_gen) == atomic_load(&vm->call_gen)) {
-        if (!vm->killed) vm->killed = atomic_load(&vm->kill_req_reason);
+        atomic_load(&vm->kill_req_gen) == atomic_load(&vm->call_gen) &&
+        (reason != LB_KILL_WRITER_HOLD || atomic_load(&vm->hold_deadline_ns) != 0)) {
+        if (!vm->killed) vm->killed = reason;
         /* lua_sethook is documented as safe from a signal handler on the owning thread. */
         lb_arm_kill_hook(vm->L);
     }
@@ -347,7 +350,8 @@ void lb_result_free(lb_result *res) {
 
 /* ---------------------------------------------------------------- limits per call */
 
-/* The watchdog signals `owner`; libdispatch threads block most signals (FINDINGS §2, §7.7). */
+/* The watchdog signals `owner`; libdispatch threads (the Swift concurrency pool, so every
+ * swift-testing test) block most signals, SIGURG included, so the thread unblocks it. */
 static void own_thread(lb_vm *vm) {
     if (!tl_sig_unblocked) {
         sigset_t s;
