@@ -129,6 +129,33 @@ import Glibc
         #expect(v == "ok")
     }
 
+    /// The audited functions that needed no replacement end at once on huge ranges: with an
+    /// argument error, at the stack or memory limit, or (Lua callbacks) at the timeout.
+    @Test func auditedFunctionsEndOnHugeRanges() throws {
+        let probes = [
+            "string.byte('abc', 1, 1 << 62)", "string.sub('abc', 1, 1 << 62)", "utf8.codepoint('abc', 1, 1 << 62)",
+            "utf8.len('abc', 1, 1 << 62)", "utf8.offset('abc', 1 << 62)", "table.unpack({}, 1, 1 << 62)",
+            "table.concat({}, '', 1, 1 << 62)", "string.format('%0999d', 1)", "string.pack('c2147483647', '')",
+            "select(1 << 62, 1, 2)", "string.rep('ab', 1 << 62, '')", "tostring(1 << 62)",
+            "table.concat(setmetatable({}, {__index = function() return '' end}), '', 1, 1 << 62)",
+            "table.unpack(setmetatable({}, {__index = function() return 1 end}), 1, 999000)",
+            "os.date(string.rep('%c', 100000))", "string.char(table.unpack({}, 1, 1000000))",
+        ]
+        var source = "local probes = {\n"
+        for p in probes { source += "  function() return \(p) end,\n" }
+        source += "}\ncloud.define('probe', function(req) return (select('#', probes[req.params.i]())) end)"
+        let vm = try makeVM(source)
+        for (i, p) in probes.enumerated() {
+            let clock = ContinuousClock()
+            let t0 = clock.now
+            _ = try? vm.runFunction("probe", params: ["i": .int(Int64(i + 1))], request: CloudRequest(),
+                                    limits: .quick(timeoutMs: 300, memoryMB: 16))
+            let elapsed = clock.now - t0
+            #expect(elapsed < .seconds(5), "\(p) took \(elapsed)")
+            #expect(vm.stackTop == 0)
+        }
+    }
+
     func monotonicSeconds() -> Double {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
