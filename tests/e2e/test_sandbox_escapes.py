@@ -289,6 +289,7 @@ def test_memory_returns_after_abuse(server_factory):
         time.sleep(0.5)
         now = rss_anon_kib(pid)
     print(f"\nRssAnon: before {base / 1024:.1f} MiB, peak seen {peak / 1024:.1f} MiB, after idle {now / 1024:.1f} MiB")
-    assert peak > 80 * 1024, "the abuse did not allocate: the test proves nothing"
+    # Even if a busy machine ran the four abusers one after another, the peak is above the budget.
+    assert peak > 60 * 1024, "the abuse did not allocate: the test proves nothing"
     assert now < 60 * 1024, f"RssAnon {now / 1024:.1f} MiB after abuse"
     assert s.call("hello").json() == {"result": "hi"}
