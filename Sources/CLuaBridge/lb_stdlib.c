@@ -189,44 +189,44 @@ static int t_move(lua_State *L) {
 
 typedef struct { lua_State *L; int has_comp; unsigned k; } sorter;
 
-/* a[i] < a[j], reading both elements; ticks. */
-static int sort_less(sorter *s, lua_Integer i, lua_Integer j) {
+/* Whether the value at stack index `a` sorts before the one at `b`; ticks. */
+static int sort_less(sorter *s, int a, int b) {
     lua_State *L = s->L;
     if (++s->k == LB_TICK_EVERY) { lb_tick(L, s->k); s->k = 0; }
-    int r;
-    if (s->has_comp) {
-        lua_pushvalue(L, 2);
-        lua_geti(L, 1, i);
-        lua_geti(L, 1, j);
-        lua_call(L, 2, 1);
-        r = lua_toboolean(L, -1);
-        lua_pop(L, 1);
-    } else {
-        lua_geti(L, 1, i);
-        lua_geti(L, 1, j);
-        r = lua_compare(L, -2, -1, LUA_OPLT);
-        lua_pop(L, 2);
-    }
+    if (!s->has_comp) return lua_compare(L, a, b, LUA_OPLT);
+    lua_pushvalue(L, 2);
+    lua_pushvalue(L, a);
+    lua_pushvalue(L, b);
+    lua_call(L, 2, 1);
+    int r = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     return r;
 }
 
-static void sort_swap(lua_State *L, lua_Integer i, lua_Integer j) {
-    lua_geti(L, 1, i);
-    lua_geti(L, 1, j);
-    lua_seti(L, 1, i);
-    lua_seti(L, 1, j);
-}
-
-/* Restores the max-heap below `root` within a[1..end]. */
+/* Sifts the value on top of the stack down from `root` within the max-heap a[1..end], moving
+ * larger children up into the hole, and stores it where it belongs (pops it). */
 static void sift_down(sorter *s, lua_Integer root, lua_Integer end) {
+    lua_State *L = s->L;
+    int v = lua_gettop(L);
+    lua_Integer start = root;
     for (;;) {
         lua_Integer child = root * 2;
-        if (child > end) return;
-        if (child + 1 <= end && sort_less(s, child, child + 1)) child++;
-        if (!sort_less(s, root, child)) return;
-        sort_swap(s->L, root, child);
+        if (child > end) break;
+        lua_geti(L, 1, child);                       /* v+1: the larger child */
+        if (child + 1 <= end) {
+            lua_geti(L, 1, child + 1);
+            if (sort_less(s, v + 1, v + 2)) { lua_replace(L, v + 1); child++; }
+            else lua_pop(L, 1);
+        }
+        if (!sort_less(s, v, v + 1)) { lua_pop(L, 1); break; }
+        lua_seti(L, 1, root);                        /* the child moves up into the hole */
         root = child;
     }
+    /* While building the heap the value was read from `start`: if it stays there, no store (a
+     * store could add an entry). At the root (start 1) it is always stored: while extracting
+     * it is the last leaf, moved there. */
+    if (root == start && start != 1) lua_pop(L, 1);
+    else lua_seti(L, 1, root);
 }
 
 /* Heap sort: O(n log n) comparisons whatever the input or the comparator (an inconsistent
@@ -240,10 +240,15 @@ static int t_sort(lua_State *L) {
         lua_settop(L, 2);
         luaL_checkstack(L, 8, "sort");
         sorter s = {L, !lua_isnil(L, 2), 0};
-        for (lua_Integer i = n / 2; i >= 1; i--) sift_down(&s, i, n);
+        for (lua_Integer i = n / 2; i >= 1; i--) {
+            lua_geti(L, 1, i);
+            sift_down(&s, i, n);
+        }
         for (lua_Integer end = n; end > 1; end--) {
-            sort_swap(L, 1, end);
-            sift_down(&s, 1, end - 1);
+            lua_geti(L, 1, end);                     /* the last leaf leaves the heap ... */
+            lua_geti(L, 1, 1);
+            lua_seti(L, 1, end);                     /* ... the maximum takes its place */
+            sift_down(&s, 1, end - 1);               /* and the leaf sinks from the root */
         }
     }
     return 0;

@@ -20,7 +20,7 @@ import Glibc
     cloud.define('moveBack', function() table.move({}, 1, 1 << 62, 0) end)
     cloud.define('insertFar', function() table.insert(far, 1, 'x') end)
     cloud.define('removeFar', function() table.remove(far, 1) end)
-    cloud.define('sortFar', function() table.sort(setmetatable({}, {__len = function() return (1 << 31) - 2 end, __index = function() return 1 end})) end)
+    cloud.define('sortFar', function() table.sort(setmetatable({}, {__len = function() return (1 << 31) - 2 end, __index = function() return 1 end, __newindex = function() end})) end)
     cloud.define('moveCaught', function() while true do pcall(table.move, {}, 1, 1 << 62, 2) end end)
     cloud.define('sortBig', function()
       local t = {}
