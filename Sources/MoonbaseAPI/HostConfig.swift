@@ -1,4 +1,5 @@
 import MoonbaseCore
+import MoonbaseLua
 import MoonbaseOutbound
 
 #if canImport(Glibc)
@@ -37,6 +38,9 @@ public struct HostConfig: Sendable {
     public var luaMaxMemoryMB = 64
     public var luaMaxDbOps = 10_000
     public var luaMaxInstructions = 0
+    public var luaWriterHoldMs = Int(LuaLimits.defaultWriterHoldMs)
+    public var luaMaxVMMemoryMB = Int(LuaLimits.defaultVMMemoryMB)
+    public var maxResponseMB = Int(LuaLimits.defaultResultMB)
     public var jobHistoryPerJob = 100
     public var shutdownGraceMs = 10_000
     /// `MOONBASE_HTTP_ALLOW`: addresses and CIDR blocks `http.request` may reach although they
@@ -90,6 +94,9 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_LUA_MAX_MEMORY_MB") { c.luaMaxMemoryMB = v }
         if let v = try int("MOONBASE_LUA_MAX_DB_OPS") { c.luaMaxDbOps = v }
         if let v = try int("MOONBASE_LUA_MAX_INSTRUCTIONS") { c.luaMaxInstructions = v }
+        if let v = try int("MOONBASE_LUA_WRITER_HOLD_MS") { c.luaWriterHoldMs = v }
+        if let v = try int("MOONBASE_LUA_MAX_VM_MEMORY_MB") { c.luaMaxVMMemoryMB = v }
+        if let v = try int("MOONBASE_MAX_RESPONSE_MB") { c.maxResponseMB = v }
         if let v = try int("MOONBASE_WORKERS"), v > 0 { c.workers = v }
         if let v = try int("MOONBASE_IO_THREADS"), v > 0 { c.ioThreads = v }
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }

@@ -38,7 +38,9 @@ public final class Host: Sendable {
         let objects = ObjectService(store: store)
         let limits = LuaLimitsConfig(
             functions: LuaLimits(timeoutMs: Int64(config.luaTimeoutMs), maxMemoryMB: Int64(config.luaMaxMemoryMB),
-                                 maxDbOps: Int64(config.luaMaxDbOps), maxInstructions: Int64(config.luaMaxInstructions)),
+                                 maxDbOps: Int64(config.luaMaxDbOps), maxInstructions: Int64(config.luaMaxInstructions),
+                                 writerHoldMs: Int64(config.luaWriterHoldMs), maxVMMemoryMB: Int64(config.luaMaxVMMemoryMB),
+                                 maxResultMB: Int64(config.maxResponseMB)),
             jobs: .jobDefaults, loading: .loadDefaults)
         let cloud = CloudService(objects: objects, auth: auth, files: files, limits: limits, clock: clock)
         objects.setTriggers(cloud)

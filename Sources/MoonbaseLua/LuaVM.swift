@@ -87,6 +87,9 @@ public final class LuaVM {
 
     /// Bytes currently allocated by the Lua heap.
     public var memoryInUse: Int { lb_memory(raw) }
+    /// The last call was stopped by the VM memory limit: this VM's module state leaves too little
+    /// room, so the host drops it and builds a fresh one from the current generation.
+    public var overVMMemoryLimit: Bool { lb_over_vm_limit(raw) != 0 }
     /// Nesting of calls currently running on this VM (0 when idle).
     public var depth: Int { Int(lb_depth(raw)) }
     /// Values left on the Lua stack (0 when idle: the harness checks the stack stays balanced).

@@ -53,7 +53,9 @@ struct LuaHost: CloudHostAPI {
         if name == "transaction" {
             guard let fn = args.first?.function else { throw ParseError(.scriptFailed, "db.transaction needs a function") }
             return try objects.store.write { (tx) throws(ParseError) -> JSONValue in
-                try ctx.vm.call(fn, [])
+                try ctx.vm.holdingWriter(service.limits.functions) { () throws(ParseError) -> JSONValue in
+                    try ctx.vm.call(fn, [])
+                }
             }
         }
         let className = try string(args, 0, "class name")
