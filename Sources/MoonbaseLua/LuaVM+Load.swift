@@ -116,9 +116,7 @@ extension LuaVM {
         }
         var res = lb_result()
         defer { lb_result_free(&res) }
-        let lim = lb_limits(timeout_ms: limits.timeoutMs, max_memory: limits.maxMemoryBytes,
-                            max_instructions: limits.maxInstructions)
-        _ = lb_require_module(handle, name, lim, &res)
+        _ = lb_require_module(handle, name, limits.bridge, &res)
         if res.status == Int32(LB_OK) { return }
         throw loadError(&res, file: file, context: ctx)
     }
