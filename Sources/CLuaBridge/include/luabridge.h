@@ -141,4 +141,8 @@ int lb_stack_top(lb_vm *vm);
  * caller frees it); NULL on failure. */
 char *lb_api_names(lb_vm *vm, size_t *len);
 
+/* Installs `cloud.codes` (NAME = code, read-only) from "NAME CODE\n" lines: the host's one list
+ * of Parse error codes. */
+int lb_set_error_codes(lb_vm *vm, const char *spec);
+
 #endif
