@@ -38,6 +38,8 @@ public struct HostConfig: Sendable {
     public var luaMaxInstructions = 0
     public var jobHistoryPerJob = 100
     public var shutdownGraceMs = 10_000
+    /// Origins browsers may call the API from (`*` = any; empty = no CORS headers).
+    public var corsOrigins = ["*"]
 
     public init() {}
 
@@ -80,6 +82,7 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
         if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }
+        if let v = env("MOONBASE_CORS_ORIGINS") { c.corsOrigins = CORSPolicy.parse(v) }
         if let v = env("MOONBASE_LOG_FORMAT") {
             guard let f = LogFormat(rawValue: v) else { throw UsageError("MOONBASE_LOG_FORMAT must be text or json") }
             c.logFormat = f

@@ -10,7 +10,7 @@ enum ServeCommand {
         usage: moonbase serve [--host H] [--port P] [--data DIR] [--functions DIR] [--cron DIR]
                               [--public-url URL] [--log-format text|json] [--workers N]
                               [--metrics-require-master] [--quota-monthly-requests N]
-                              [--rate-limit-per-minute N]
+                              [--rate-limit-per-minute N] [--cors-origins LIST|*|none]
         environment: MOONBASE_HOST, MOONBASE_PORT, MOONBASE_APP_ID, MOONBASE_MASTER_KEY,
           MOONBASE_REST_KEY, MOONBASE_QUOTA_MONTHLY_REQUESTS, MOONBASE_RATE_LIMIT_PER_MINUTE,
           MOONBASE_ACCOUNTING=off, MOONBASE_LOGIN_MAX_FAILURES, MOONBASE_LUA_TIMEOUT_MS,
@@ -19,7 +19,7 @@ enum ServeCommand {
 
     static func run(_ args: [String]) throws -> Int32 {
         guard let (a, base) = try Commands.parse(args,
-            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute"],
+            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute", "cors-origins"],
             flags: ["metrics-require-master"], help: help) else { return 0 }
         var c = base
         if let v = a.value("host") { c.host = v }
@@ -36,6 +36,7 @@ enum ServeCommand {
         if a.flag("metrics-require-master") { c.metricsRequireMaster = true }
         if let v = try a.int("quota-monthly-requests") { c.quotaMonthlyRequests = v }
         if let v = try a.int("rate-limit-per-minute") { c.rateLimitPerMinute = v }
+        if let v = a.value("cors-origins") { c.corsOrigins = CORSPolicy.parse(v) }
         guard a.positionals.isEmpty else { throw UsageError("unexpected argument '\(a.positionals[0])'") }
 
         let host = try Host.build(c, serving: true)

@@ -8,11 +8,11 @@ import MoonbaseQuota
 enum AdminEndpoints {
     static func routes(_ s: Services, usage: SQLiteUsageSink) -> [(String, String, Endpoint)] {
         [
-            ("GET", "/admin/functions", Endpoint("admin.functions.list", access: .master) { req throws(ParseError) in
+            ("GET", "/admin/functions", Endpoint("admin.functions.list", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
-            ("GET", "/admin/functions/:file", Endpoint("admin.functions.get", access: .master) { req throws(ParseError) in
+            ("GET", "/admin/functions/:file", Endpoint("admin.functions.get", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = try luaFileName(req.param("file"))
                 guard let b = FileSystem.readFile(s.config.functionsDir + "/" + file) else {
@@ -20,7 +20,7 @@ enum AdminEndpoints {
                 }
                 return .text(200, String(decoding: b, as: UTF8.self), contentType: "text/x-lua; charset=utf-8")
             }),
-            ("PUT", "/admin/functions/:file", Endpoint("admin.functions.put", access: .master) { req throws(ParseError) in
+            ("PUT", "/admin/functions/:file", Endpoint("admin.functions.put", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = try luaFileName(req.param("file"))
                 let text = String(decoding: req.http.body, as: UTF8.self)
@@ -39,7 +39,7 @@ enum AdminEndpoints {
                 }
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
-            ("DELETE", "/admin/functions/:file", Endpoint("admin.functions.delete", access: .master) { req throws(ParseError) in
+            ("DELETE", "/admin/functions/:file", Endpoint("admin.functions.delete", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = try luaFileName(req.param("file"))
                 let path = s.config.functionsDir + "/" + file
@@ -54,11 +54,11 @@ enum AdminEndpoints {
                 }
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
-            ("GET", "/admin/jobs", Endpoint("admin.jobs", access: .master) { req throws(ParseError) in
+            ("GET", "/admin/jobs", Endpoint("admin.jobs", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("jobs")
                 return .json(200, JSON.encode(try jobsJSON(s)))
             }),
-            ("GET", "/admin/usage", Endpoint("admin.usage", access: .master) { req throws(ParseError) in
+            ("GET", "/admin/usage", Endpoint("admin.usage", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("usage")
                 guard let by = UsageGrouping(query: req.http.queryValue("by")) else {
                     throw ParseError(.invalidQuery, "by must be account, function, hour or month")
