@@ -20,6 +20,7 @@ struct lb_vm {
     /* memory */
     size_t mem_used;
     size_t mem_limit;           /* 0 = unlimited */
+    size_t mem_settled;         /* mem_used right after the last full collection begin_limits ran */
     /* limits of the current outermost call */
     int depth;                  /* nesting of lb_call / lb_load */
     int64_t max_instructions;

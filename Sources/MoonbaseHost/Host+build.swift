@@ -20,7 +20,8 @@ public final class Host: Sendable {
         Log.configure(format: config.logFormat)
         try FileSystem.makeDirectories(config.dataDir, mode: 0o700)
         let clock = SystemClock()
-        let masterKey = try MasterKey.resolve(config)
+        // Only the server makes the key it prints; the other verbs never leave one behind.
+        let masterKey = try MasterKey.resolve(config, create: serving)
         let database = try Database(path: config.databasePath)
         let store = try SQLiteDocumentStore(database: database, clock: clock)
         var authConfig = AuthConfig(appId: config.appId)
