@@ -25,6 +25,8 @@ public struct HostConfig: Sendable {
     public var accounting = true
     public var loginMaxFailures = 10
     public var sessionLengthSeconds: Int64 = 365 * 24 * 3600
+    /// How often the server deletes expired sessions.
+    public var sessionPurgeSeconds = 3600
     public var accessTokenSeconds: Int64 = 3600
     public var refreshTokenSeconds: Int64 = 30 * 24 * 3600
     public var maxBodyBytes = 1 << 20
@@ -73,6 +75,7 @@ public struct HostConfig: Sendable {
         if let v = env("MOONBASE_ACCOUNTING") { c.accounting = !(v == "off" || v == "0" || v == "false") }
         if let v = try int("MOONBASE_LOGIN_MAX_FAILURES") { c.loginMaxFailures = v }
         if let v = try int("MOONBASE_SESSION_LENGTH_SECONDS") { c.sessionLengthSeconds = Int64(v) }
+        if let v = try int("MOONBASE_SESSION_PURGE_SECONDS"), v > 0 { c.sessionPurgeSeconds = v }
         if let v = try int("MOONBASE_LUA_TIMEOUT_MS") { c.luaTimeoutMs = v }
         if let v = try int("MOONBASE_LUA_MAX_MEMORY_MB") { c.luaMaxMemoryMB = v }
         if let v = try int("MOONBASE_LUA_MAX_DB_OPS") { c.luaMaxDbOps = v }

@@ -52,6 +52,15 @@ enum ServeCommand {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
         }
         s.usageFlusher?.start()
+        // Expired sessions are deleted on a schedule, not only when their token is next used.
+        s.jobs.scheduler.every(Int64(c.sessionPurgeSeconds) * 1000) { [auth = s.auth] in
+            do throws(ParseError) {
+                let n = try auth.purgeExpiredSessions()
+                if n > 0 { Log.info("purged \(n) expired session(s)") }
+            } catch {
+                Log.warn("purging expired sessions failed: \(error.message)")
+            }
+        }
         s.jobs.scheduler.start()
         host.watcher?.start()
         Log.info("moonbase serving on http://\(c.host):\(server.port) (data \(c.dataDir), functions \(c.functionsDir), cron \(c.cronDir))")
