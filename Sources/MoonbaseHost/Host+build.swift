@@ -27,6 +27,8 @@ public final class Host: Sendable {
         var authConfig = AuthConfig(appId: config.appId)
         authConfig.loginMaxFailures = config.loginMaxFailures
         authConfig.sessionLifetimeMillis = config.sessionLengthSeconds * 1000
+        authConfig.accessTokenLifetimeMillis = config.accessTokenSeconds * 1000
+        authConfig.refreshTokenLifetimeMillis = config.refreshTokenSeconds * 1000
         let auth = try AuthService(store: store, config: authConfig, clock: clock)
         let quota = Quota(config: QuotaConfig(accountingEnabled: config.accounting,
                                               monthlyRequests: Int64(config.quotaMonthlyRequests),
@@ -36,10 +38,14 @@ public final class Host: Sendable {
         let metrics = ServerMetrics()
         let files = try FileStore(dir: config.filesDir, database: database, clock: clock)
         let objects = ObjectService(store: store)
+        // MOONBASE_LUA_* set the limits of functions, triggers and routes; jobs keep their own
+        // (1 h, 256 MB, no DB-operation limit) except an explicit instruction budget.
+        var jobLimits = LuaLimits.jobDefaults
+        jobLimits.maxInstructions = Int64(config.luaMaxInstructions)
         let limits = LuaLimitsConfig(
             functions: LuaLimits(timeoutMs: Int64(config.luaTimeoutMs), maxMemoryMB: Int64(config.luaMaxMemoryMB),
                                  maxDbOps: Int64(config.luaMaxDbOps), maxInstructions: Int64(config.luaMaxInstructions)),
-            jobs: .jobDefaults, loading: .loadDefaults)
+            jobs: jobLimits, loading: .loadDefaults)
         let cloud = CloudService(objects: objects, auth: auth, files: files, limits: limits, clock: clock)
         objects.setTriggers(cloud)
         let recorder = JobStatusRecorder(store: store, keepPerJob: config.jobHistoryPerJob)

@@ -30,25 +30,6 @@ public struct LuaLimits: Sendable, Hashable {
     /// Loading a file's top level (hot reload, `moonbase check`).
     public static let loadDefaults = LuaLimits(timeoutMs: 5_000, maxMemoryMB: 64, maxDbOps: 0)
 
-    /// Applies `MOONBASE_LUA_TIMEOUT_MS`, `MOONBASE_LUA_MAX_MEMORY_MB`, `MOONBASE_LUA_MAX_DB_OPS`
-    /// and `MOONBASE_LUA_MAX_INSTRUCTIONS` (read by the host) over these limits.
-    /// - Throws: `ParseError` 1 naming the variable when a value is not a non-negative integer.
-    public func overridden(by env: [String: String]) throws(ParseError) -> LuaLimits {
-        var l = self
-        func read(_ key: String) throws(ParseError) -> Int64? {
-            guard let text = env[key] else { return nil }
-            guard let v = Int64(text), v >= 0 else {
-                throw ParseError(.internalError, "invalid \(key): \(text)")
-            }
-            return v
-        }
-        if let v = try read("MOONBASE_LUA_TIMEOUT_MS") { l.timeoutMs = v }
-        if let v = try read("MOONBASE_LUA_MAX_MEMORY_MB") { l.maxMemoryBytes = v << 20 }
-        if let v = try read("MOONBASE_LUA_MAX_DB_OPS") { l.maxDbOps = v }
-        if let v = try read("MOONBASE_LUA_MAX_INSTRUCTIONS") { l.maxInstructions = v }
-        return l
-    }
-
     /// These limits with a function's own options (`timeoutMs`, `maxMemoryMB`, `maxDbOps`,
     /// `maxInstructions`) applied.
     public func applying(_ o: CloudFunctionOptions) -> LuaLimits {
@@ -71,13 +52,5 @@ public struct LuaLimitsConfig: Sendable {
         self.functions = functions
         self.jobs = jobs
         self.loading = loading
-    }
-    /// Defaults overridden by the `MOONBASE_LUA_*` variables (they apply to functions,
-    /// triggers and routes; jobs keep their own defaults except for an explicit instruction budget).
-    public static func fromEnvironment(_ env: [String: String]) throws(ParseError) -> LuaLimitsConfig {
-        var c = LuaLimitsConfig()
-        c.functions = try c.functions.overridden(by: env)
-        if let v = env["MOONBASE_LUA_MAX_INSTRUCTIONS"], let n = Int64(v) { c.jobs.maxInstructions = n }
-        return c
     }
 }

@@ -186,3 +186,22 @@ def test_cache_control_no_store_on_data(srv):
     up = srv.req("POST", "/parse/files/a.txt", raw=b"hello", headers={"Content-Type": "text/plain"})
     assert up.headers.get("Cache-Control") == "no-store"
     assert "no-store" not in requests.get(up.json()["url"], timeout=30).headers.get("Cache-Control", "")
+
+
+def test_javascript_sdk_file_upload(server):
+    """The JavaScript SDK's saveBase64: text/plain JSON with base64 and _ContentType."""
+    import base64
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(40))
+    body = {"base64": base64.b64encode(png).decode(), "_ContentType": "image/png", "fileData": {"metadata": {}, "tags": {}},
+            "_ApplicationId": APP_ID, "_ClientVersion": "js5.3.0", "_InstallationId": "i-1"}
+    r = requests.post(server.url + "/parse/files/pic.png", data=json.dumps(body), headers={"Content-Type": "text/plain"}, timeout=30)
+    assert r.status_code == 201, r.text
+    got = requests.get(r.json()["url"], timeout=30)
+    assert got.content == png and got.headers["Content-Type"] == "image/png"
+    # Without the application id (in a header or the envelope) the upload is refused.
+    del body["_ApplicationId"]
+    r = requests.post(server.url + "/parse/files/pic.png", data=json.dumps(body), headers={"Content-Type": "text/plain"}, timeout=30)
+    assert r.status_code == 403
+    # A plain text file that happens to be JSON is stored as it is.
+    r = server.req("POST", "/parse/files/notes.txt", raw=b'{"a":1}', headers={"Content-Type": "text/plain"})
+    assert requests.get(r.json()["url"], timeout=30).content == b'{"a":1}'

@@ -1,3 +1,4 @@
+import MoonbaseCrypto
 import MoonbaseHTTP
 import MoonbaseJSON
 
@@ -13,6 +14,8 @@ import MoonbaseJSON
 ///   queries as `POST /parse/classes/C` with `{"_method":"GET","where":{…},"limit":…}`; for a GET
 ///   the remaining body fields become query parameters (objects as JSON text, arrays of strings
 ///   joined with commas), as Parse Server merges them.
+/// - The JavaScript SDK uploads a file as the same envelope with `base64` and `_ContentType`:
+///   the body becomes the decoded bytes and `_ContentType` their content type.
 /// - `order`, `keys`, `excludeKeys` and `include` may be JSON arrays (`include=["author"]`, what
 ///   the Swift SDK puts in a URL): they are joined with commas.
 ///
@@ -38,8 +41,12 @@ enum SDKRequest {
 
     static func normalize(_ r: inout HTTPRequest) {
         guard r.path.hasPrefix("/parse/") else { return }
-        if r.method == "POST", !r.body.isEmpty, !r.path.hasPrefix("/parse/files/"), mayCarryEnvelope(r) {
-            unwrapEnvelope(&r)
+        if r.method == "POST", !r.body.isEmpty {
+            if r.path.hasPrefix("/parse/files/") {
+                if isTextPlain(r), r.body.first == UInt8(ascii: "{") { unwrapFileUpload(&r) }
+            } else if mayCarryEnvelope(r) {
+                unwrapEnvelope(&r)
+            }
         }
         if !r.query.isEmpty { joinListParameters(&r.query) }
     }
@@ -47,9 +54,26 @@ enum SDKRequest {
     /// A `text/plain` body, or a JSON body holding `"_` followed by a capital letter or `m`
     /// (`"_method"`, `"_ApplicationId"`…; field names never start with `_`, and `"__type"` is
     /// not matched).
+    static func isTextPlain(_ r: HTTPRequest) -> Bool {
+        guard let ct = r.header("content-type"), ct.utf8.count >= 10 else { return false }
+        return ct.lowercased().hasPrefix("text/plain")
+    }
+
+    /// `{"base64": …, "_ContentType": …, "_ApplicationId": …}` → the decoded bytes. A text file
+    /// that merely looks like JSON (no `base64` string, or one that does not decode) is kept as is.
+    static func unwrapFileUpload(_ r: inout HTTPRequest) {
+        guard let v = try? JSON.parse(r.body), let o = v.objectValue, let b64 = o["base64"]?.stringValue,
+              let bytes = Base64.decode(b64) else { return }
+        for (key, header) in envelopeHeaders where header != "content-type" {
+            if let text = o[key]?.stringValue, r.header(header) == nil { r.headers.append((header, text)) }
+        }
+        r.headers.removeAll { $0.0 == "content-type" }
+        r.headers.append(("content-type", o["_ContentType"]?.stringValue ?? "application/octet-stream"))
+        r.body = bytes
+    }
+
     static func mayCarryEnvelope(_ r: HTTPRequest) -> Bool {
-        if let ct = r.header("content-type"), ct.utf8.count >= 10,
-           ct.lowercased().hasPrefix("text/plain") { return true }
+        if isTextPlain(r) { return true }
         let b = r.body
         var i = 0
         let n = b.count - 2
