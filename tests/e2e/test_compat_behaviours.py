@@ -59,8 +59,19 @@ cloud.index("Tag", {"slug"}, {unique = true})
 
 cloud.define("duplicate", function(req)
   db.create("Tag", {slug = "x"})
-  local ok, e = pcall(db.create, "Tag", {slug = "x"})
-  return {ok = ok, code = type(e) == "table" and e.code or tostring(e)}
+  local other = db.create("Tag", {slug = "y"})
+  local function code(ok, e) return ok and "ok" or (type(e) == "table" and e.code or tostring(e)) end
+  return {
+    create = code(pcall(db.create, "Tag", {slug = "x"})),
+    update = code(pcall(db.update, "Tag", other.objectId, {slug = "x"})),
+    updateWhere = code(pcall(db.updateWhere, "Tag", {slug = "y"}, {slug = "x"})),
+    inTransaction = code(pcall(db.transaction, function() db.create("Tag", {slug = "x"}) end)),
+  }
+end)
+
+cloud.define("duplicateUncaught", function(req)
+  db.create("Tag", {slug = "z"})
+  db.create("Tag", {slug = "z"})
 end)
 '''
 
@@ -224,7 +235,10 @@ def test_login_throttle_survives_a_restart(server_factory):
 def test_duplicate_under_unique_index_is_137_in_lua(server_factory):
     s = server_factory(functions={"main.lua": LUA}).start()
     r = s.call("duplicate")
-    assert r.json()["result"] == {"ok": False, "code": 137}, r.text
+    assert r.json()["result"] == {"create": 137, "update": 137, "updateWhere": 137, "inTransaction": 137}, r.text
+    # Uncaught, the function answers with that code, as REST does.
+    assert code_of(s.call("duplicateUncaught")) == (400, 137)
+    assert code_of(s.req("POST", "/parse/classes/Tag", {"slug": "x"})) == (400, 137)
 
 
 def test_files_are_served_with_nosniff_and_a_sandbox(server):

@@ -205,3 +205,19 @@ def test_javascript_sdk_file_upload(server):
     # A plain text file that happens to be JSON is stored as it is.
     r = server.req("POST", "/parse/files/notes.txt", raw=b'{"a":1}', headers={"Content-Type": "text/plain"})
     assert requests.get(r.json()["url"], timeout=30).content == b'{"a":1}'
+
+
+def test_cors_on_lua_routes(server_factory):
+    lua = '''
+cloud.route("GET", "/api/open", function(req) return {json = {ok = true}} end)
+cloud.route("GET", "/api/own", function(req)
+  return {json = {ok = true}, headers = {["Access-Control-Allow-Origin"] = "https://mine.example.com"}}
+end)
+'''
+    s = server_factory(functions={"r.lua": lua}).start()
+    o = {"Origin": "https://app.example.com"}
+    assert requests.get(s.url + "/api/open", headers=o, timeout=30).headers["Access-Control-Allow-Origin"] == "*"
+    r = requests.get(s.url + "/api/own", headers=o, timeout=30)
+    assert r.headers["Access-Control-Allow-Origin"] == "https://mine.example.com"   # the route's own, not doubled
+    r = requests.options(s.url + "/api/open", headers={**o, "Access-Control-Request-Method": "GET"}, timeout=30)
+    assert r.status_code == 200 and r.headers["Access-Control-Allow-Origin"] == "*"

@@ -68,9 +68,13 @@ public final class API: HTTPHandler {
             response = cors.preflight(http)
         } else {
             response = answer(http)
-            response.headers.append(contentsOf: cors.headers(http))
+            // A Lua route that set its own CORS headers keeps them.
+            let corsHeaders = cors.headers(http)
+            if !corsHeaders.isEmpty, response.header("Access-Control-Allow-Origin") == nil {
+                response.headers.append(contentsOf: corsHeaders)
+            }
         }
-        if API.carriesData(http), !response.headers.contains(where: { $0.0.lowercased() == "cache-control" }) {
+        if API.carriesData(http), response.header("Cache-Control") == nil {
             response.headers.append(("Cache-Control", "no-store"))
         }
         return response
