@@ -221,3 +221,13 @@ end)
     assert r.headers["Access-Control-Allow-Origin"] == "https://mine.example.com"   # the route's own, not doubled
     r = requests.options(s.url + "/api/open", headers={**o, "Access-Control-Request-Method": "GET"}, timeout=30)
     assert r.status_code == 200 and r.headers["Access-Control-Allow-Origin"] == "*"
+
+
+def test_javascript_sdk_file_delete(server):
+    """Parse.File.destroy(): POST text/plain {"_method":"DELETE","_MasterKey":…} to the file's name."""
+    up = server.req("POST", "/parse/files/gone.txt", raw=b"bye", headers={"Content-Type": "text/plain"}).json()
+    body = {"_method": "DELETE", "_ApplicationId": APP_ID, "_MasterKey": MASTER_KEY, "_ClientVersion": "js5.3.0"}
+    r = requests.post(server.url + "/parse/files/" + up["name"], data=json.dumps(body),
+                      headers={"Content-Type": "text/plain"}, timeout=30)
+    assert r.status_code == 200, r.text
+    assert requests.get(up["url"], timeout=30).status_code == 404

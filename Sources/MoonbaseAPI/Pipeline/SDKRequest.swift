@@ -43,7 +43,10 @@ enum SDKRequest {
         guard r.path.hasPrefix("/parse/") else { return }
         if r.method == "POST", !r.body.isEmpty {
             if r.path.hasPrefix("/parse/files/") {
-                if isTextPlain(r), r.body.first == UInt8(ascii: "{") { unwrapFileUpload(&r) }
+                // The JavaScript SDK's upload (`base64`) or delete (`_method: DELETE`).
+                if isTextPlain(r), r.body.first == UInt8(ascii: "{"), !unwrapFileUpload(&r), mayCarryEnvelope(r) {
+                    unwrapEnvelope(&r, requireMethod: true)
+                }
             } else if mayCarryEnvelope(r) {
                 unwrapEnvelope(&r)
             }
@@ -61,15 +64,17 @@ enum SDKRequest {
 
     /// `{"base64": …, "_ContentType": …, "_ApplicationId": …}` → the decoded bytes. A text file
     /// that merely looks like JSON (no `base64` string, or one that does not decode) is kept as is.
-    static func unwrapFileUpload(_ r: inout HTTPRequest) {
+    @discardableResult
+    static func unwrapFileUpload(_ r: inout HTTPRequest) -> Bool {
         guard let v = try? JSON.parse(r.body), let o = v.objectValue, let b64 = o["base64"]?.stringValue,
-              let bytes = Base64.decode(b64) else { return }
+              let bytes = Base64.decode(b64) else { return false }
         for (key, header) in envelopeHeaders where header != "content-type" {
             if let text = o[key]?.stringValue, r.header(header) == nil { r.headers.append((header, text)) }
         }
         r.headers.removeAll { $0.0 == "content-type" }
         r.headers.append(("content-type", o["_ContentType"]?.stringValue ?? "application/octet-stream"))
         r.body = bytes
+        return true
     }
 
     static func mayCarryEnvelope(_ r: HTTPRequest) -> Bool {
@@ -87,8 +92,11 @@ enum SDKRequest {
         return false
     }
 
-    static func unwrapEnvelope(_ r: inout HTTPRequest) {
+    /// - Parameter requireMethod: only a body with `_method` is an envelope (a file upload path,
+    ///   where any other body is the file itself).
+    static func unwrapEnvelope(_ r: inout HTTPRequest, requireMethod: Bool = false) {
         guard let v = try? JSON.parse(r.body), var body = v.objectValue else { return }
+        if requireMethod && body["_method"] == nil { return }
         var changed = false
         for (key, header) in envelopeHeaders {
             guard let value = body.removeValue(forKey: key) else { continue }
