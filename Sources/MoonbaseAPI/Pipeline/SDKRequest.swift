@@ -54,9 +54,6 @@ enum SDKRequest {
         if !r.query.isEmpty { joinListParameters(&r.query) }
     }
 
-    /// A `text/plain` body, or a JSON body holding `"_` followed by a capital letter or `m`
-    /// (`"_method"`, `"_ApplicationId"`…; field names never start with `_`, and `"__type"` is
-    /// not matched).
     static func isTextPlain(_ r: HTTPRequest) -> Bool {
         guard let ct = r.header("content-type"), ct.utf8.count >= 10 else { return false }
         return ct.lowercased().hasPrefix("text/plain")
@@ -77,6 +74,9 @@ enum SDKRequest {
         return true
     }
 
+    /// A `text/plain` body, or a JSON body holding `"_` followed by a capital letter or `m`
+    /// (`"_method"`, `"_ApplicationId"`…; field names never start with `_`, and `"__type"` is
+    /// not matched).
     static func mayCarryEnvelope(_ r: HTTPRequest) -> Bool {
         if isTextPlain(r) { return true }
         let b = r.body
@@ -125,7 +125,8 @@ enum SDKRequest {
             r.body = []
         } else {
             r.body = body.isEmpty ? [] : JSON.encode(.object(body))
-            if !r.headers.contains(where: { $0.0 == "content-type" && !$0.1.lowercased().hasPrefix("text/plain") }) {
+            // What is left is JSON, whatever type the browser had to claim.
+            if r.header("content-type").map({ $0.lowercased().hasPrefix("text/plain") }) ?? true {
                 r.headers.removeAll { $0.0 == "content-type" }
                 r.headers.append(("content-type", HTTPResponse.jsonContentType))
             }
