@@ -391,6 +391,15 @@ static void begin_limits(lb_vm *vm, lb_limits lim) {
     atomic_fetch_add(&vm->call_gen, 1);
     if (lim.max_instructions > 0) lua_sethook(L, lb_hook, LUA_MASKCOUNT, 1000);
     else lua_sethook(L, NULL, 0, 0);
+    if (lim.max_memory > 0 && vm->mem_used > vm->mem_settled + (size_t)lim.max_memory / 4) {
+        /* The budget is growth above the heap at call start. Garbage left by earlier calls is
+         * part of that heap and, once collected during this call, would be room on top of the
+         * budget: a call with a small maxMemoryMB after a call that allocated a lot could use
+         * far more than its limit. Collect first whenever the heap grew by more than a quarter
+         * of the budget since the last such collection (rare with the default budget). */
+        lua_gc(L, LUA_GCCOLLECT, 0);
+        vm->mem_settled = vm->mem_used;
+    }
     size_t call_cap = lim.max_memory > 0 ? vm->mem_used + (size_t)lim.max_memory : 0;
     size_t vm_cap = lim.max_vm_memory > 0 ? (size_t)lim.max_vm_memory : 0;
     vm->mem_limit_is_vm = vm_cap && (!call_cap || vm_cap < call_cap);

@@ -32,6 +32,7 @@ struct lb_vm {
     size_t mem_peak;            /* highest heap during the outermost call */
     size_t scratch_limit;       /* 0 = none: the cap of the JSON text being encoded (a result) */
     int64_t max_result;
+    size_t mem_settled;         /* mem_used right after the last full collection begin_limits ran */
     /* limits of the current outermost call */
     int depth;                  /* nesting of lb_call / lb_load */
     int64_t max_instructions;

@@ -27,6 +27,8 @@ public struct HostConfig: Sendable {
     public var accounting = true
     public var loginMaxFailures = 10
     public var sessionLengthSeconds: Int64 = 365 * 24 * 3600
+    /// How often the server deletes expired sessions.
+    public var sessionPurgeSeconds = 3600
     public var accessTokenSeconds: Int64 = 3600
     public var refreshTokenSeconds: Int64 = 30 * 24 * 3600
     public var maxBodyBytes = 1 << 20
@@ -48,6 +50,8 @@ public struct HostConfig: Sendable {
     public var httpAllow: String?
     /// `MOONBASE_HTTP_MAX_REQUESTS`: `http.request` calls allowed per Cloud Code call.
     public var httpMaxRequestsPerCall = 20
+    /// Origins browsers may call the API from (`*` = any; empty = no CORS headers).
+    public var corsOrigins = ["*"]
 
     public init() {}
 
@@ -56,7 +60,8 @@ public struct HostConfig: Sendable {
         return n > 0 ? n : 2
     }
 
-    /// Reads the `MOONBASE_*` environment variables over the defaults.
+    /// Reads the `MOONBASE_*` environment variables over the defaults: the one place the server
+    /// reads its environment (each variable is listed in the README and checked by an e2e test).
     public static func fromEnvironment() throws(UsageError) -> HostConfig {
         var c = HostConfig()
         func env(_ name: String) -> String? {
@@ -89,7 +94,16 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_RATE_LIMIT_PER_MINUTE") { c.rateLimitPerMinute = v }
         if let v = env("MOONBASE_ACCOUNTING") { c.accounting = !(v == "off" || v == "0" || v == "false") }
         if let v = try int("MOONBASE_LOGIN_MAX_FAILURES") { c.loginMaxFailures = v }
-        if let v = try int("MOONBASE_SESSION_LENGTH_SECONDS") { c.sessionLengthSeconds = Int64(v) }
+        func positive(_ name: String) throws(UsageError) -> Int64? {
+            guard let v = try int(name) else { return nil }
+            guard v > 0 else { throw UsageError("\(name) must be at least 1, got '\(v)'") }
+            return Int64(v)
+        }
+        if let v = try positive("MOONBASE_SESSION_LIFETIME_DAYS") { c.sessionLengthSeconds = v * 24 * 3600 }
+        if let v = try positive("MOONBASE_SESSION_LENGTH_SECONDS") { c.sessionLengthSeconds = v }
+        if let v = try positive("MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS") { c.accessTokenSeconds = v }
+        if let v = try positive("MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS") { c.refreshTokenSeconds = v * 24 * 3600 }
+        if let v = try int("MOONBASE_SESSION_PURGE_SECONDS"), v > 0 { c.sessionPurgeSeconds = v }
         if let v = try int("MOONBASE_LUA_TIMEOUT_MS") { c.luaTimeoutMs = v }
         if let v = try int("MOONBASE_LUA_MAX_MEMORY_MB") { c.luaMaxMemoryMB = v }
         if let v = try int("MOONBASE_LUA_MAX_DB_OPS") { c.luaMaxDbOps = v }
@@ -102,6 +116,7 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
         if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }
+        if let v = env("MOONBASE_CORS_ORIGINS") { c.corsOrigins = CORSPolicy.parse(v) }
         if let v = env("MOONBASE_LOG_FORMAT") {
             guard let f = LogFormat(rawValue: v) else { throw UsageError("MOONBASE_LOG_FORMAT must be text or json") }
             c.logFormat = f

@@ -71,28 +71,6 @@ public struct LuaLimits: Sendable, Hashable {
     /// Loading a file's top level (hot reload, `moonbase check`).
     public static let loadDefaults = LuaLimits(timeoutMs: 5_000, maxMemoryMB: 64, maxDbOps: 0)
 
-    /// Applies `MOONBASE_LUA_TIMEOUT_MS`, `MOONBASE_LUA_MAX_MEMORY_MB`, `MOONBASE_LUA_MAX_DB_OPS`,
-    /// `MOONBASE_LUA_MAX_INSTRUCTIONS` and `MOONBASE_LUA_WRITER_HOLD_MS` over these limits.
-    /// - Throws: `ParseError` 1 naming the variable when a value is not a non-negative integer.
-    public func overridden(by env: [String: String]) throws(ParseError) -> LuaLimits {
-        var l = self
-        func read(_ key: String) throws(ParseError) -> Int64? {
-            guard let text = env[key] else { return nil }
-            guard let v = Int64(text), v >= 0 else {
-                throw ParseError(.internalError, "invalid \(key): \(text)")
-            }
-            return v
-        }
-        if let v = try read("MOONBASE_LUA_TIMEOUT_MS") { l.timeoutMs = v }
-        if let v = try read("MOONBASE_LUA_MAX_MEMORY_MB") { l.maxMemoryBytes = v << 20 }
-        if let v = try read("MOONBASE_LUA_MAX_DB_OPS") { l.maxDbOps = v }
-        if let v = try read("MOONBASE_LUA_MAX_INSTRUCTIONS") { l.maxInstructions = v }
-        if let v = try read("MOONBASE_LUA_WRITER_HOLD_MS") { l.writerHoldMs = v }
-        if let v = try read("MOONBASE_LUA_MAX_VM_MEMORY_MB") { l.maxVMMemoryBytes = v << 20 }
-        if let v = try read("MOONBASE_MAX_RESPONSE_MB") { l.maxResultBytes = v << 20 }
-        return l
-    }
-
     /// These limits with a function's own options (`timeoutMs`, `maxMemoryMB`, `maxDbOps`,
     /// `maxInstructions`, `writerHoldMs`) applied.
     public func applying(_ o: CloudFunctionOptions) -> LuaLimits {
@@ -120,12 +98,5 @@ public struct LuaLimitsConfig: Sendable {
         self.loading = loading
         self.loading.maxVMMemoryBytes = functions.maxVMMemoryBytes
         self.jobs.maxResultBytes = functions.maxResultBytes
-    }
-    /// Defaults overridden by the `MOONBASE_LUA_*` variables (they apply to functions,
-    /// triggers and routes; jobs keep their own defaults except for an explicit instruction budget).
-    public static func fromEnvironment(_ env: [String: String]) throws(ParseError) -> LuaLimitsConfig {
-        var jobs = LuaLimits.jobDefaults
-        if let v = env["MOONBASE_LUA_MAX_INSTRUCTIONS"], let n = Int64(v) { jobs.maxInstructions = n }
-        return LuaLimitsConfig(functions: try LuaLimits.functionDefaults.overridden(by: env), jobs: jobs)
     }
 }

@@ -66,11 +66,8 @@ import Testing
         #expect(try vm.runFunction("encodeBig", params: [:], request: CloudRequest(), limits: limits(memoryMB: 16)) == .int((3 << 20) + 4))
     }
 
-    @Test func environment() throws {
-        let l = try LuaLimits.functionDefaults.overridden(by: ["MOONBASE_LUA_MAX_VM_MEMORY_MB": "48", "MOONBASE_MAX_RESPONSE_MB": "2"])
-        #expect(l.maxVMMemoryBytes == 48 << 20 && l.maxResultBytes == 2 << 20)
+    @Test func defaults() {
         #expect(LuaLimits.functionDefaults.maxVMMemoryBytes == 96 << 20 && LuaLimits.functionDefaults.maxResultBytes == 16 << 20)
-        let c = try LuaLimitsConfig.fromEnvironment(["MOONBASE_MAX_RESPONSE_MB": "2"])
-        #expect(c.jobs.maxResultBytes == 2 << 20 && c.jobs.maxVMMemoryBytes == 0 && c.loading.maxVMMemoryBytes == 96 << 20)
+        #expect(LuaLimits.jobDefaults.maxVMMemoryBytes == 0)
     }
 }

@@ -90,12 +90,10 @@ final class WriterHost: CloudHostAPI {
         #expect(try vm.runFunction("ok", params: [:], request: CloudRequest()) == "still here")
     }
 
-    @Test func optionAndEnvironment() throws {
+    @Test func optionAndDefaults() throws {
         let vm = try makeVM("cloud.define('f', {writerHoldMs = 50}, function() end)")
         #expect(vm.registry.functions["f"]?.options.writerHoldMs == 50)
         #expect(LuaLimits.functionDefaults.applying(vm.registry.functions["f"]!.options).writerHoldMs == 50)
         #expect(LuaLimits.functionDefaults.writerHoldMs == 2_000 && LuaLimits.jobDefaults.writerHoldMs == 30_000)
-        let l = try LuaLimits.functionDefaults.overridden(by: ["MOONBASE_LUA_WRITER_HOLD_MS": "750"])
-        #expect(l.writerHoldMs == 750 && l.timeoutMs == 10_000)
     }
 }

@@ -267,16 +267,19 @@ extension CloudService: TriggerRunner {
                         caller: CallerContext) throws(ParseError) -> JSONObject {
         let vm = try vm()
         let out = try runWriteTrigger(vm, caller) { () throws(ParseError) -> JSONValue? in
-            try vm.runTrigger(CloudService.kind(kind), className: className, object: .object(object),
-                              original: original.map { .object($0) }, request: request(caller), limits: limits.functions)
+            try vm.runTrigger(CloudService.kind(kind), className: className,
+                              object: .object(LuaObjects.tagged(object, className)),
+                              original: original.map { .object(LuaObjects.tagged($0, className)) },
+                              request: request(caller), limits: limits.functions)
         }
-        return out?.objectValue ?? object
+        return out?.objectValue.map { LuaObjects.untagged($0, className) } ?? object
     }
 
     public func runDelete(_ kind: TriggerKind, className: String, object: JSONObject, caller: CallerContext) throws(ParseError) {
         let vm = try vm()
         _ = try runWriteTrigger(vm, caller) { () throws(ParseError) -> JSONValue? in
-            try vm.runTrigger(CloudService.kind(kind), className: className, object: .object(object),
+            try vm.runTrigger(CloudService.kind(kind), className: className,
+                              object: .object(LuaObjects.tagged(object, className)),
                               request: request(caller), limits: limits.functions)
         }
     }
@@ -284,10 +287,11 @@ extension CloudService: TriggerRunner {
     public func runAfterFind(className: String, objects: [JSONObject], caller: CallerContext) throws(ParseError) -> [JSONObject] {
         let vm = try vm()
         let out = try metered(caller) { () throws(ParseError) -> JSONValue? in
-            try vm.runTrigger(.afterFind, className: className, objects: objects.map { .object($0) },
+            try vm.runTrigger(.afterFind, className: className,
+                              objects: objects.map { .object(LuaObjects.tagged($0, className)) },
                               request: request(caller), limits: limits.functions)
         }
         guard let arr = out?.arrayValue else { return objects }
-        return arr.compactMap(\.objectValue)
+        return arr.compactMap { $0.objectValue.map { LuaObjects.untagged($0, className) } }
     }
 }
