@@ -125,13 +125,13 @@ enum JobsCommand {
     }
 }
 
-/// `moonbase usage [--json] [--from X --to Y --by account|function|hour|month]`.
+/// `moonbase usage [--json] [--from X --to Y --by account|function|hour|day|month]`.
 enum UsageCommand {
     static func run(_ args: [String]) throws -> Int32 {
         guard let (a, c) = try Commands.parse(args, values: ["from", "to", "by"], flags: ["json"],
-                                              help: "usage: moonbase usage [--json] [--from ISO] [--to ISO] [--by account|function|hour|month]")
+                                              help: "usage: moonbase usage [--json] [--from ISO] [--to ISO] [--by account|function|hour|day|month]")
         else { return 0 }
-        guard let by = UsageGrouping(query: a.value("by")) else { throw UsageError("--by must be account, function, hour or month") }
+        guard let by = UsageGrouping(query: a.value("by")) else { throw UsageError("--by must be account, function, hour, day or month") }
         guard let range = UsageReport.range(from: a.value("from"), to: a.value("to"), now: SystemClock().nowMillis()) else {
             throw UsageError("--from/--to must be ISO-8601 dates, from before to")
         }

@@ -90,7 +90,7 @@ public enum UsageSQL {
     ///
     /// - `account`: one row per account (`app` first: it holds every charged request), then by units.
     /// - `function`: one row per function/route/class key, by units.
-    /// - `hour` / `month`: the app's totals per UTC hour / month, keyed by the ISO-8601 start
+    /// - `hour` / `day` / `month`: the app's totals per UTC hour / day / month, keyed by the ISO-8601 start
     ///   (`2026-11-29T20:00:00.000Z`), in time order.
     public static func report(by grouping: UsageGrouping) -> String {
         switch grouping {
@@ -111,6 +111,12 @@ public enum UsageSQL {
                 SELECT strftime('%Y-%m-%dT%H:00:00.000Z', hour / 1000, 'unixepoch'), \(sums) FROM _mb_usage
                 WHERE kind = 'account' AND key = 'app' AND hour >= ?1 AND hour < ?2
                 GROUP BY hour ORDER BY hour
+                """
+        case .day:
+            return """
+                SELECT strftime('%Y-%m-%dT00:00:00.000Z', hour / 1000, 'unixepoch') AS day, \(sums) FROM _mb_usage
+                WHERE kind = 'account' AND key = 'app' AND hour >= ?1 AND hour < ?2
+                GROUP BY day ORDER BY day
                 """
         case .month:
             return """

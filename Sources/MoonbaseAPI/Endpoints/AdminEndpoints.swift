@@ -61,7 +61,7 @@ enum AdminEndpoints {
             ("GET", "/admin/usage", Endpoint("admin.usage", access: .master) { req throws(ParseError) in
                 req.target = .admin("usage")
                 guard let by = UsageGrouping(query: req.http.queryValue("by")) else {
-                    throw ParseError(.invalidQuery, "by must be account, function, hour or month")
+                    throw ParseError(.invalidQuery, "by must be account, function, hour, day or month")
                 }
                 guard let range = UsageReport.range(from: req.http.queryValue("from"), to: req.http.queryValue("to"),
                                                     now: s.clock.nowMillis())

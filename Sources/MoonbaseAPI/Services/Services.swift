@@ -23,6 +23,8 @@ public final class Services: Sendable {
     public let jobs: JobService
     public let usage: SQLiteUsageSink
     public let usageFlusher: UsageFlusher?
+    /// The last 500 Cloud Code calls (dashboard, `GET /admin/calls`).
+    public let calls = CallRing(capacity: 500)
 
     public init(config: HostConfig, masterKey: String, clock: any HostClock, database: Database,
                 store: SQLiteDocumentStore, auth: AuthService, quota: Quota, metrics: ServerMetrics,

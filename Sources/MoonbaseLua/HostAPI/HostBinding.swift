@@ -9,6 +9,7 @@ import Glibc
 /// What a host function id stands for. The Lua surface of each binding:
 /// - `.host(ns, name)`: `db.*`, `files.delete`, `auth.*`, forwarded to `CloudHostAPI`.
 /// - `.log(level)`: `log.debug/info/warn/error(msg, ...)` → `Log` with the request id and function.
+/// - `.print(level)`: the global `print(...)` → `Log` at info, arguments joined by tabs as in Lua.
 /// - `.timeNow`: `time.now()` → milliseconds since the epoch (integer).
 /// - `.randomId`: `crypto.randomId([n])` → n (default 10, at most 256) alphanumeric characters.
 /// - `.cloud(decl)`: `cloud.define/job/route/before*/after*/index/textIndex/classPermissions`
@@ -17,6 +18,7 @@ import Glibc
 enum HostBinding {
     case host(String, String)
     case log(LogLevel)
+    case print(LogLevel)
     case timeNow
     case randomId
     case cloud(CloudDeclaration)
@@ -27,11 +29,17 @@ enum HostBinding {
         switch self {
         case .host(let ns, let name): return (ns, name)
         case .log(let l): return ("log", l.name)
+        case .print: return ("", "print")  // an empty namespace registers a global
         case .timeNow: return ("time", "now")
         case .randomId: return ("crypto", "randomId")
         case .cloud(let d): return ("cloud", d.rawValue)
         case .jobProgress, .jobMessage: return nil
         }
+    }
+
+    var isPrint: Bool {
+        if case .print = self { return true }
+        return false
     }
 }
 
@@ -140,19 +148,20 @@ extension LuaVM {
             } catch {
                 throw .error(error)
             }
-        case .log(let level):
+        case .log(let level), .print(let level):
+            let separator = b.isPrint ? "\t" : " "
             let text = args.map { a -> String in
                 switch a {
                 case .value(.string(let s)): return s
                 case .value(let v): return v.jsonString
                 case .function: return "function"
                 }
-            }.joined(separator: " ")
+            }.joined(separator: separator)
             let ctx = contexts.last
             var fields: [(String, String)] = []
             if let ctx { fields.append(("function", ctx.functionName)) }
             if let loc = callerLocation() { fields.append(("at", loc.description)) }
-            if Log.enabled(level) { Log.emit(level, text, requestId: ctx?.requestId, fields: fields) }
+            Log.lua(level, text, requestId: ctx?.requestId, fields: fields)
             return .null
         case .timeNow:
             return .int(clock.nowMillis())
