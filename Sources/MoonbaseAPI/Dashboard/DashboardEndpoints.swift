@@ -33,10 +33,8 @@ enum DashboardEndpoints {
 
     static func routes(_ s: Services) -> [(String, String, Endpoint)] {
         [
+            // The router treats `/dashboard/` as `/dashboard`.
             ("GET", "/dashboard", Endpoint("dashboard", access: .open, inline: true, charged: false) { _ throws(ParseError) in
-                try asset("index.html")
-            }),
-            ("GET", "/dashboard/", Endpoint("dashboard", access: .open, inline: true, charged: false) { _ throws(ParseError) in
                 try asset("index.html")
             }),
             ("GET", "/dashboard/:file", Endpoint("dashboard", access: .open, inline: true, charged: false) { req throws(ParseError) in
