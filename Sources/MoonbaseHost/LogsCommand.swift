@@ -26,6 +26,7 @@ enum LogsCommand {
                                               flags: ["follow", "json"], help: help)
         else { return 0 }
         follow = follow || a.flag("follow")
+        if follow { Signals.unblock() }  // Ctrl-C ends the follower
         guard a.positionals.isEmpty else { throw UsageError("unexpected argument '\(a.positionals[0])'") }
         let server = a.value("server") ?? "http://\(c.host):\(c.port)"
         guard let key = a.value("master-key") ?? c.masterKey
