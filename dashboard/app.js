@@ -578,8 +578,9 @@ function allDays(rows, from, to) {
   return out.length ? out : rows;
 }
 
+// Drawn at the page's width (one SVG unit = one pixel) so labels stay readable on a phone.
 function dayChart(rows) {
-  const W = 720, H = 240, L = 48, B = 28, T = 10;
+  const W = Math.max(300, Math.min(1400, ($("#screen").clientWidth || 720) - 28)), H = 240, L = 48, B = 28, T = 10;
   const max = Math.max(1, ...rows.map((r) => r.units + r.refused));
   const n = Math.max(rows.length, 1);
   const bw = (W - L - 10) / n;
@@ -595,7 +596,7 @@ function dayChart(rows) {
     g.append(h("svg:title", {}, r.key.slice(0, 10) + ": " + r.units + " units, " + r.refused + " refused"));
     g.append(h("svg:rect", { class: "bar", x, width: w, y: y(r.units), height: Math.max(0, y(0) - y(r.units)) }));
     if (r.refused) g.append(h("svg:rect", { class: "bar-refused", x, width: w, y: y(r.units + r.refused), height: y(0) - y(r.refused) }));
-    if (n <= 16 || i % Math.ceil(n / 8) === 0) g.append(h("svg:text", { x: x + w / 2, y: H - 8, "text-anchor": "middle" }, r.key.slice(5, 10)));
+    if (n <= W / 50 || i % Math.ceil(n / (W / 90)) === 0) g.append(h("svg:text", { x: x + w / 2, y: H - 8, "text-anchor": "middle" }, r.key.slice(5, 10)));
     svg.append(g);
   });
   if (!rows.length) svg.append(h("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "No usage in this range."));
@@ -681,7 +682,7 @@ screens.config = async (root) => {
 // ---------------------------------------------------------------- Realtime (shown once the server reports it)
 
 function realtimeLines(text) {
-  return text.split("\n").filter((l) => l && !l.startsWith("#") && /realtime|livequery|subscription|websocket|sse_/i.test(l));
+  return text.split("\n").filter((l) => l && !l.startsWith("#") && /realtime|livequery/i.test(l));
 }
 
 async function detectRealtime() {

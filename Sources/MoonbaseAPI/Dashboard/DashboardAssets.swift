@@ -99,6 +99,7 @@ pre.code { background: #f7f8fa; border: 1px solid var(--line); border-radius: 6p
 .logs div { white-space: pre-wrap; word-break: break-word; }
 .logs .l-error { color: #ff9a8f; } .logs .l-warn { color: #f5cf6b; } .logs .l-debug { color: #8d96a8; }
 .chart { width: 100%; height: 240px; display: block; }
+.toolbar .grow input { width: 100%; }
 .chart .bar { fill: var(--accent); } .chart .bar-refused { fill: var(--bad); }
 .chart text { font-size: 11px; fill: var(--muted); }
 .chart .axis { stroke: var(--line); }
@@ -119,7 +120,8 @@ dialog textarea { min-height: 220px; }
 
 @media (max-width: 760px) {
   main { padding: 10px; }
-  .top { gap: 8px; padding: 0 10px; }
+  .top { gap: 6px 8px; padding: 6px 10px; height: auto; flex-wrap: wrap; position: static; }
+  #nav { order: 3; flex-basis: 100%; flex-wrap: wrap; overflow: visible; }
   .brand span, .brand { font-size: 0; } .brand img { width: 22px; }
   .browser, .grid2, .grid12 { grid-template-columns: minmax(0, 1fr); }
   .classes { display: flex; flex-wrap: wrap; gap: 4px; }
@@ -710,8 +712,9 @@ function allDays(rows, from, to) {
   return out.length ? out : rows;
 }
 
+// Drawn at the page's width (one SVG unit = one pixel) so labels stay readable on a phone.
 function dayChart(rows) {
-  const W = 720, H = 240, L = 48, B = 28, T = 10;
+  const W = Math.max(300, Math.min(1400, ($("#screen").clientWidth || 720) - 28)), H = 240, L = 48, B = 28, T = 10;
   const max = Math.max(1, ...rows.map((r) => r.units + r.refused));
   const n = Math.max(rows.length, 1);
   const bw = (W - L - 10) / n;
@@ -727,7 +730,7 @@ function dayChart(rows) {
     g.append(h("svg:title", {}, r.key.slice(0, 10) + ": " + r.units + " units, " + r.refused + " refused"));
     g.append(h("svg:rect", { class: "bar", x, width: w, y: y(r.units), height: Math.max(0, y(0) - y(r.units)) }));
     if (r.refused) g.append(h("svg:rect", { class: "bar-refused", x, width: w, y: y(r.units + r.refused), height: y(0) - y(r.refused) }));
-    if (n <= 16 || i % Math.ceil(n / 8) === 0) g.append(h("svg:text", { x: x + w / 2, y: H - 8, "text-anchor": "middle" }, r.key.slice(5, 10)));
+    if (n <= W / 50 || i % Math.ceil(n / (W / 90)) === 0) g.append(h("svg:text", { x: x + w / 2, y: H - 8, "text-anchor": "middle" }, r.key.slice(5, 10)));
     svg.append(g);
   });
   if (!rows.length) svg.append(h("svg:text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "No usage in this range."));
@@ -813,7 +816,7 @@ screens.config = async (root) => {
 // ---------------------------------------------------------------- Realtime (shown once the server reports it)
 
 function realtimeLines(text) {
-  return text.split("\n").filter((l) => l && !l.startsWith("#") && /realtime|livequery|subscription|websocket|sse_/i.test(l));
+  return text.split("\n").filter((l) => l && !l.startsWith("#") && /realtime|livequery/i.test(l));
 }
 
 async function detectRealtime() {

@@ -160,7 +160,8 @@ public final class API: HTTPHandler {
             status: response.status, wallMicros: Int64(wallNanos / 1000), luaCpuMicros: Int64(req.meter.luaCPUNanos / 1000),
             dbReads: req.meter.dbReads, dbWrites: req.meter.dbWrites, errorCode: code, error: message))
         if code == ParseErrorCode.scriptFailed.rawValue, let message {
-            Log.emit(.error, "\(target) failed: \(message)", requestId: req.requestId, fields: [("function", target)])
+            let name = String(target.split(separator: ":", maxSplits: 1).last ?? Substring(target))
+            Log.emit(.error, "\(target) failed: \(message)", requestId: req.requestId, fields: [("function", name)])
         }
     }
 
