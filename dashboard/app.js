@@ -633,10 +633,22 @@ screens.usage = async (root) => {
     const app = acc.rows.find((r) => r.key === "app") || { units: 0, refused: 0 };
     const callers = acc.rows.filter((r) => r.key !== "app");
     const refusedRows = acc.rows.filter((r) => r.key !== "app" && r.refused > 0).sort((a, b) => b.refused - a.refused);
+    // The chart shows the app's total, or one account's or one function's units per day.
+    const series = h("select", { id: "series" },
+      h("option", { value: "" }, "the whole app"),
+      h("optgroup", { label: "account" }, callers.slice(0, 50).map((r) => h("option", { value: "account=" + r.key }, r.key))),
+      h("optgroup", { label: "function" }, fn.rows.slice(0, 50).map((r) => h("option", { value: "function=" + r.key }, r.key))));
+    const chartBox = h("div", {}, dayChart(allDays(day.rows, from.value, to.value)));
+    series.addEventListener("change", async () => {
+      const [kind, key] = series.value ? [series.value.slice(0, series.value.indexOf("=")), series.value.slice(series.value.indexOf("=") + 1)] : [null, null];
+      const rows = kind ? (await api("GET", "/admin/usage" + qs({ ...range, by: "day", [kind]: key }))).rows : day.rows;
+      chartBox.replaceChildren(dayChart(allDays(rows, from.value, to.value)));
+    });
     body.replaceChildren(
       h("section", { class: "panel" }, h("h2", {}, "Units per day"),
         h("p", { class: "muted" }, h("span", { id: "total-units" }, String(app.units)), " units, ", String(app.refused), " refused (429) in this range. Blue: units; red: refused."),
-        dayChart(allDays(day.rows, from.value, to.value))),
+        h("div", { class: "toolbar" }, h("div", {}, h("label", { for: "series" }, "units of"), series)),
+        chartBox),
       h("div", { class: "grid2" },
         h("section", { class: "panel" }, h("h2", {}, "Top callers"), hbars(callers, "Top callers")),
         h("section", { class: "panel" }, h("h2", {}, "By function"), hbars(fn.rows, "Units by function"))),

@@ -384,6 +384,14 @@ def test_usage_chart_shows_units(app_server, browser):
     assert "route:GET /hello" in text and "Top callers" in text and "Refusals (429)" in text
     days = s.req("GET", "/admin/usage", master=True, params={"by": "day"}).json()["rows"]
     assert days and days[-1]["key"].endswith("T00:00:00.000Z") and sum(r["units"] for r in days) > 0
+    # One function's series: the chart redraws with that function's units only.
+    hello = s.req("GET", "/admin/usage", master=True, params={"by": "day", "function": "route:GET /hello"}).json()["rows"]
+    assert sum(r["units"] for r in hello) >= 3
+    d.find_element(By.CSS_SELECTOR, "#series option[value='function=route:GET /hello']").click()
+    wait(lambda: sum(int(g.get_attribute("data-units")) for g in d.find_elements(By.CSS_SELECTOR, "svg.chart g.day"))
+         == sum(r["units"] for r in hello), what="the /hello series")
+    bad = s.req("GET", "/admin/usage", master=True, params={"by": "account", "function": "x"})
+    assert bad.status_code == 400 and bad.json()["code"] == 102
 
 
 def test_config_screen_says_what_it_can(app_server, browser):
