@@ -72,7 +72,8 @@ label { font-weight: 600; display: block; margin: 8px 0 4px; }
 .toolbar input.where { width: 100%; font-family: var(--mono); font-size: 12.5px; }
 .status { min-height: 1.45em; margin: 4px 0; color: var(--muted); }
 
-.tablewrap { overflow-x: auto; border: 1px solid var(--line); border-radius: 8px; background: var(--panel); min-height: 120px; }
+.tablewrap { overflow-x: auto; border: 1px solid var(--line); border-radius: 8px; background: var(--panel); }
+.browser .tablewrap { min-height: 240px; }  /* the table keeps its place while a page loads */
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid #edf0f4; vertical-align: top; }
 th { background: #f1f3f7; font-weight: 600; white-space: nowrap; position: sticky; top: 0; }
