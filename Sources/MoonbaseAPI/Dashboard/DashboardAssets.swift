@@ -810,9 +810,13 @@ screens.config = async (root) => {
     throw e;
   }
   const params = cfg.params || {};
+  const masterOnly = cfg.masterKeyOnly || {};
   const keys = Object.keys(params).sort();
   root.append(h("section", { class: "panel" },
-    keys.length ? h("div", { class: "tablewrap" }, h("table", {}, h("tbody", {}, keys.map((k) => h("tr", {}, h("td", { class: "mono" }, k), h("td", {}, cell(params[k], k)))))))
+    keys.length ? h("div", { class: "tablewrap" }, h("table", {},
+      h("thead", {}, h("tr", {}, h("th", {}, "parameter"), h("th", {}, "value"), h("th", {}, "readable by"))),
+      h("tbody", {}, keys.map((k) => h("tr", {}, h("td", { class: "mono" }, k), h("td", {}, cell(params[k], k)),
+        h("td", {}, masterOnly[k] ? h("span", { class: "badge" }, "master key only") : "clients"))))))
       : h("p", { class: "muted" }, "No parameters yet."),
     h("p", {}, h("button", { type: "button", class: "primary", onclick: edit }, "Edit parameters…"))));
   function edit() {
