@@ -225,11 +225,12 @@ def test_edit_create_delete_go_through_rest(app_server, browser):
     ta = wait(lambda: d.find_element(By.ID, "dialog-json"), what="editor")
     obj = json.loads(ta.get_attribute("value"))
     obj["text"] = "edited in the dashboard"
+    obj["mood"] = "sunny"
     d.execute_script("arguments[0].value = arguments[1]", ta, json.dumps(obj))
     ta.send_keys(Keys.CONTROL, Keys.ENTER)
     wait(lambda: not d.find_element(By.ID, "dialog").is_displayed(), what="dialog closed")
     got = s.req("GET", f"/parse/classes/Comment/{oid}", master=True).json()
-    assert got["text"] == "edited in the dashboard"
+    assert got["text"] == "edited in the dashboard" and got["mood"] == "sunny"
 
     # The same validation as REST: a type change is refused with REST's message, nothing changes.
     row = wait(lambda: [r for r in d.find_elements(By.CSS_SELECTOR, "#screen tbody tr") if r.find_element(By.TAG_NAME, "td").text == oid][0],
@@ -246,6 +247,22 @@ def test_edit_create_delete_go_through_rest(app_server, browser):
     ta.send_keys(Keys.ESCAPE)
     wait(lambda: not d.find_element(By.ID, "dialog").is_displayed(), what="Escape closes the dialog")
     assert s.req("GET", f"/parse/classes/Comment/{oid}", master=True).json()["text"] == "edited in the dashboard"
+
+    # Removing a field in the editor deletes it on the server, after a second, confirming press.
+    row = wait(lambda: [r for r in d.find_elements(By.CSS_SELECTOR, "#screen tbody tr") if r.find_element(By.TAG_NAME, "td").text == oid][0],
+               what="edited row")
+    row.find_element(By.XPATH, ".//button[text()='Edit']").click()
+    ta = wait(lambda: d.find_element(By.ID, "dialog-json"), what="editor")
+    obj = json.loads(ta.get_attribute("value"))
+    del obj["mood"]
+    d.execute_script("arguments[0].value = arguments[1]", ta, json.dumps(obj))
+    d.find_element(By.ID, "dialog-ok").click()
+    warning = wait(lambda: d.find_element(By.ID, "dialog-error").text, what="the confirmation request")
+    assert "deletes the field mood" in warning and "again to confirm" in warning
+    assert s.req("GET", f"/parse/classes/Comment/{oid}", master=True).json()["mood"] == "sunny"
+    d.find_element(By.ID, "dialog-ok").click()
+    wait(lambda: not d.find_element(By.ID, "dialog").is_displayed(), what="dialog closed")
+    assert "mood" not in s.req("GET", f"/parse/classes/Comment/{oid}", master=True).json()
 
     # Create.
     before = rest_count(s, "Comment")

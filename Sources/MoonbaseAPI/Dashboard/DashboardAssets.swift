@@ -331,10 +331,19 @@ function jsonEditor(title, value, okLabel, save) {
   ta.value = JSON.stringify(value, null, 2);
   // Enter inserts a newline in the editor; Ctrl/Cmd+Enter saves.
   ta.addEventListener("keydown", (ev) => { if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) $("#dialog-form").requestSubmit(); });
+  // A save that deletes something (a field, an index, a parameter) names it and needs a second
+  // press: `confirmLoss(text)` stops the first one.
+  let confirmed = null;
+  const confirmLoss = (what) => {
+    if (!what || confirmed === what + ta.value) return;
+    confirmed = what + ta.value;
+    $("#dialog-ok").className = "danger";
+    throw new Error(what + " Press " + okLabel + " again to confirm, or Cancel.");
+  };
   dialog(title, [ta, h("p", { class: "muted" }, "JSON. Ctrl+Enter saves, Escape cancels.")], okLabel, async () => {
     let parsed;
     try { parsed = JSON.parse(ta.value); } catch (e) { throw new Error("Not valid JSON: " + e.message); }
-    await save(parsed);
+    await save(parsed, confirmLoss);
     return true;
   });
 }
@@ -469,9 +478,11 @@ screens.data = async (root, args) => {
     return c;
   }
   function editObject(o) {
-    jsonEditor("Edit " + cls + " " + o.objectId, editable(o), "Save", async (changes) => {
+    jsonEditor("Edit " + cls + " " + o.objectId, editable(o), "Save", async (changes, confirmLoss) => {
       // Fields removed in the editor are deleted on the server.
-      for (const k of Object.keys(editable(o))) if (!(k in changes)) changes[k] = { __op: "Delete" };
+      const removed = Object.keys(editable(o)).filter((k) => !(k in changes));
+      confirmLoss(removed.length ? "This deletes the field" + (removed.length > 1 ? "s " : " ") + removed.join(", ") + " of " + o.objectId + "." : null);
+      for (const k of removed) changes[k] = { __op: "Delete" };
       await api("PUT", classPath(cls, o.objectId), changes);
       toast("Saved " + o.objectId);
       load();
@@ -529,7 +540,9 @@ screens.schema = async (root) => {
     });
   }
   function editIndexes(c) {
-    jsonEditor("Indexes of " + c.className + ' (add {"name":{"field":1}}, drop {"name":{"__op":"Delete"}})', c.indexes || {}, "Save", async (idx) => {
+    jsonEditor("Indexes of " + c.className + ' (add {"name":{"field":1}}, drop {"name":{"__op":"Delete"}})', c.indexes || {}, "Save", async (idx, confirmLoss) => {
+      const dropped = Object.keys(idx).filter((k) => idx[k] && idx[k].__op === "Delete");
+      confirmLoss(dropped.length ? "This drops the index" + (dropped.length > 1 ? "es " : " ") + dropped.join(", ") + "." : null);
       await api("PUT", "/parse/schemas/" + enc(c.className), { indexes: idx });
       toast("Saved indexes of " + c.className);
       route();
@@ -820,7 +833,9 @@ screens.config = async (root) => {
       : h("p", { class: "muted" }, "No parameters yet."),
     h("p", {}, h("button", { type: "button", class: "primary", onclick: edit }, "Edit parameters…"))));
   function edit() {
-    jsonEditor("Config parameters", params, "Save", async (p) => {
+    jsonEditor("Config parameters", params, "Save", async (p, confirmLoss) => {
+      const removed = keys.filter((k) => !(k in p));
+      confirmLoss(removed.length ? "This deletes the parameter" + (removed.length > 1 ? "s " : " ") + removed.join(", ") + "." : null);
       const changes = { ...p };
       for (const k of keys) if (!(k in p)) changes[k] = { __op: "Delete" };
       await api("PUT", "/parse/config", { params: changes });
