@@ -60,7 +60,8 @@ public final class LuaVM {
         for ns in namespaces.keys.sorted() {
             for name in namespaces[ns]! { b.append(.host(ns, name)) }
         }
-        b.append(contentsOf: [.log(.debug), .log(.info), .log(.warn), .log(.error), .print(.info), .timeNow, .randomId])
+        b.append(.print(.info))
+        b.append(contentsOf: [.log(.debug), .log(.info), .log(.warn), .log(.error), .timeNow, .randomId])
         for d in CloudDeclaration.allCases { b.append(.cloud(d)) }
         progressFn = Int64(b.count)
         b.append(.jobProgress)

@@ -19,7 +19,8 @@ public final class API: HTTPHandler {
         self.services = services
         var r = Router<Endpoint>()
         do {
-            for (method, pattern, endpoint) in API.parseEndpoints(services) {
+            // The dashboard's pages and admin endpoints join the built-in ones.
+            for (method, pattern, endpoint) in API.parseEndpoints(services) + DashboardEndpoints.routes(services) {
                 try r.add(method, pattern, endpoint)
             }
         } catch {

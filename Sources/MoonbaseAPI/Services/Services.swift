@@ -11,6 +11,8 @@ import Synchronization
 public final class Services: Sendable {
     public let config: HostConfig
     public let masterKey: String
+    /// The last 500 Cloud Code calls (dashboard, `GET /admin/calls`).
+    public let calls = CallRing(capacity: 500)
     public let clock: any HostClock
     public let database: Database
     public let store: SQLiteDocumentStore
@@ -23,8 +25,6 @@ public final class Services: Sendable {
     public let jobs: JobService
     public let usage: SQLiteUsageSink
     public let usageFlusher: UsageFlusher?
-    /// The last 500 Cloud Code calls (dashboard, `GET /admin/calls`).
-    public let calls = CallRing(capacity: 500)
 
     public init(config: HostConfig, masterKey: String, clock: any HostClock, database: Database,
                 store: SQLiteDocumentStore, auth: AuthService, quota: Quota, metrics: ServerMetrics,

@@ -36,11 +36,6 @@ enum HostBinding {
         case .jobProgress, .jobMessage: return nil
         }
     }
-
-    var isPrint: Bool {
-        if case .print = self { return true }
-        return false
-    }
 }
 
 /// A failure of a host function: an error the script may catch, or a tripped limit it may not.
@@ -148,21 +143,10 @@ extension LuaVM {
             } catch {
                 throw .error(error)
             }
-        case .log(let level), .print(let level):
-            let separator = b.isPrint ? "\t" : " "
-            let text = args.map { a -> String in
-                switch a {
-                case .value(.string(let s)): return s
-                case .value(let v): return v.jsonString
-                case .function: return "function"
-                }
-            }.joined(separator: separator)
-            let ctx = contexts.last
-            var fields: [(String, String)] = []
-            if let ctx { fields.append(("function", ctx.functionName)) }
-            if let loc = callerLocation() { fields.append(("at", loc.description)) }
-            Log.lua(level, text, requestId: ctx?.requestId, fields: fields)
-            return .null
+        case .log(let level):
+            return luaLog(level, args, separator: " ")
+        case .print(let level):
+            return luaLog(level, args, separator: "\t")
         case .timeNow:
             return .int(clock.nowMillis())
         case .randomId:
