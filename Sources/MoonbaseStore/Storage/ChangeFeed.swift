@@ -126,7 +126,7 @@ public enum ChangeFeed {
     public static func read(_ c: Connection, className: String, after: Int64, through: Int64 = .max,
                             limit: Int) throws(ParseError) -> [Row] {
         try SchemaCatalog.validateClassName(className)
-        let hasTable = try c.scalar("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(Naming.table(className))]) != nil
+        let hasTable = try c.scalar("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(className)]) != nil
         var rows: [Row] = []
         let sql = hasTable
             ? """
