@@ -51,6 +51,7 @@ enum ServeCommand {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
         }
         s.usageFlusher?.start()
+        s.realtime.start()
         s.jobs.scheduler.start()
         host.watcher?.start()
         Log.info("moonbase serving on http://\(c.host):\(server.port) (data \(c.dataDir), functions \(c.functionsDir), cron \(c.cronDir))")
@@ -59,6 +60,7 @@ enum ServeCommand {
         Log.info("signal \(sig): shutting down")
         host.watcher?.stop()
         server.shutdown(graceMillis: c.shutdownGraceMs)
+        s.realtime.stop()
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
         s.usageFlusher?.shutdown()
