@@ -284,3 +284,39 @@ def test_a_reader_that_never_reads_is_dropped_and_rest_stays_fast(server_factory
     assert s.req("GET", "/parse/classes/Blob", params={"limit": 1, "keys": "objectId"}).status_code == 200
     assert time.time() - t0 < 2
     sock.close()
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / 100.0  # utime + stime, in clock ticks of 1/100 s
+
+
+def test_idle_streams_do_not_spin_keepalives_flow_and_caps_apply(server_factory):
+    s = server_factory(env={"MOONBASE_SSE_KEEPALIVE_SECONDS": "0.5", "MOONBASE_SSE_MAX_STREAMS_PER_IP": "3"}).start()
+    streams = [SSE(s, "Idle") for _ in range(3)]
+    # A fourth stream from the same address is over the cap.
+    r = requests.get(f"{s.url}/parse/live/Idle", headers=s.headers(), timeout=10)
+    assert r.status_code == 429 and r.json()["code"] == 155
+    # Suspended while empty: three open streams cost (almost) no CPU over two seconds.
+    before = cpu_seconds(s.proc.pid)
+    time.sleep(2.0)
+    used = cpu_seconds(s.proc.pid) - before
+    assert used < 0.3, f"server used {used:.2f} s of CPU with idle streams"
+    # Keep-alive comments arrive, and a client that went away is noticed by the next one.
+    assert streams[0].comments.get(timeout=10) in (": connected", ": keep-alive")
+    assert streams[0].comments.get(timeout=10) == ": keep-alive"
+    for x in streams:
+        x.close()
+    deadline = time.time() + 15
+    metrics = ""
+    while time.time() < deadline:
+        metrics = requests.get(s.url + "/metrics", timeout=10).text
+        if 'moonbase_realtime_connections{transport="sse"} 0' in metrics:
+            break
+        time.sleep(0.2)
+    assert 'moonbase_realtime_connections{transport="sse"} 0' in metrics
+    assert "moonbase_realtime_subscriptions 0" in metrics
+    # The cap frees up with them.
+    again = SSE(s, "Idle")
+    again.close()
