@@ -40,6 +40,26 @@ struct ChangeHubTests {
         #expect(tombs.count == 2 && tombs.allSatisfy { $0.op == .delete })
     }
 
+    @Test func compactionKeepsOnlyTheLatestRowOfEachObject() throws {
+        let a = try f.store.insert("Note", fields: ["t": "a"], acl: nil, identity: .master)
+        let b = try f.store.insert("Note", fields: ["t": "b"], acl: nil, identity: .master)
+        for i in 0..<5 { _ = try f.store.update("Note", objectId: a.objectId, changes: ["n": .int(Int64(i))], identity: .master) }
+        try f.store.delete("Note", objectId: b.objectId, identity: .master)
+        func count() throws -> Int64 {
+            try f.database.read { (c) throws(ParseError) -> Int64 in
+                guard case .integer(let n)? = try c.scalar("SELECT count(*) FROM _mb_changes") else { return -1 }
+                return n
+            }
+        }
+        let before = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: 0, limit: 10) }
+        #expect(try count() == 8)
+        while try ChangeFeed.compact(f.database, batch: 3) > 0 {}
+        #expect(try count() == 2)
+        let after = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: 0, limit: 10) }
+        #expect(before.map(\.seq) == after.map(\.seq))
+        #expect(after.map(\.op) == [.save, .delete] && after.map(\.objectId) == [a.objectId, b.objectId])
+    }
+
     @Test func purgeMovesTheHorizonAndOldSinceIsRefused() throws {
         let a = try f.store.insert("Note", fields: ["t": "a"], acl: nil, identity: .master)
         try f.store.delete("Note", objectId: a.objectId, identity: .master)

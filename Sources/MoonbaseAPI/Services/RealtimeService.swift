@@ -137,11 +137,14 @@ public final class RealtimeService: Sendable {
         hub.stop()
     }
 
-    /// Purges expired tombstones now. - Returns: how many were removed.
+    /// Compacts the feed (rows superseded by later writes of the same object), then purges
+    /// expired tombstones. - Returns: how many tombstones were removed.
     @discardableResult
     public func purge() -> Int {
         let cutoff = store.clock.nowMillis() - config.retentionMillis
         do throws(ParseError) {
+            // Short transactions of 10,000 rows each, so writers wait little; bounded per pass.
+            for _ in 0..<50 where try ChangeFeed.compact(store.database) > 0 {}
             return try ChangeFeed.purge(store.database, before: cutoff)
         } catch {
             Log.warn("change feed purge failed: \(error.message)")
