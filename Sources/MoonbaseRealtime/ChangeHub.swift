@@ -134,6 +134,13 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         return id
     }
 
+    /// The viewer for a session token (roles resolved). - Throws: 209 for an invalid token.
+    public func viewer(sessionToken: String) throws(ParseError) -> Viewer {
+        var v = try visibility.host.viewer(sessionToken: sessionToken)
+        v.roles = visibility.host.roleNames(of: v.identity)
+        return v
+    }
+
     /// Removes a subscription (no-op when already gone).
     public func unsubscribe(_ id: SubscriptionID) {
         let removed = registry.withLock { r -> Bool in
@@ -184,6 +191,12 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     // MARK: delivery thread
 
     private func run() {
+        // afterFind runs here: the Lua watchdog interrupts scripts with SIGURG, so make sure this
+        // thread takes it whatever mask it inherited.
+        var urg = sigset_t()
+        sigemptyset(&urg)
+        sigaddset(&urg, SIGURG)
+        pthread_sigmask(SIG_UNBLOCK, &urg, nil)
         while true {
             pthread_mutex_lock(mutex)
             while jobs.isEmpty && overflowSeq == 0 && !stopping { pthread_cond_wait(cond, mutex) }

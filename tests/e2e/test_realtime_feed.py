@@ -95,6 +95,12 @@ class SSE:
             return None
 
     def close(self):
+        # Shut the socket first: the reader thread may sit in a blocking read until the next
+        # keep-alive, and close() would wait for it.
+        try:
+            self.resp.raw._fp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
+        except (AttributeError, OSError):
+            pass
         self.resp.close()
 
 
