@@ -245,6 +245,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     }
 
     private func deliver(_ e: ChangeEvent) {
+        guard !e.objectId.isEmpty else { return }  // a mark: writes nobody observed
         let subs = candidates(e)
         guard !subs.isEmpty else { return }
         var e = e

@@ -7,7 +7,8 @@ import Synchronization
 /// write time, the object before and after (master view: every field plus `ACL`).
 ///
 /// Sequence numbers are strictly increasing in commit order; a transaction's writes get
-/// consecutive numbers in the order they were made.
+/// consecutive numbers in the order they were made. Writes to a class no listener observes are
+/// summarised as one mark: an event with an empty `objectId` whose `seq` is the highest so far.
 public struct ChangeEvent: Sendable {
     public enum Op: String, Sendable { case save, delete }
     public var seq: Int64

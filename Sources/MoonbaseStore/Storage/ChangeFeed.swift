@@ -49,8 +49,13 @@ public enum ChangeFeed {
         let perm = op == .delete ? "t.rperm" : "NULL"
         let sql = "INSERT INTO _mb_changes(cls, oid, op, at, perm) SELECT ?, t.objectId, ?, ?, \(perm) FROM \(Naming.table(className)) AS t WHERE \(filter)"
         let all: [SQLiteValue] = [.text(className), .text(op.rawValue), .integer(now)] + binds
-        guard let listener = ctx.changes.listener else {
-            _ = try tx.connection.run(sql, all)
+        guard let listener = ctx.changes.listener, listener.observes(className) else {
+            // Nobody listens to this class: no per-row events (a bulk job stays one statement),
+            // only a mark of the highest seq so the listener knows how far the feed has gone.
+            if try tx.connection.run(sql, all) > 0, ctx.changes.listener != nil {
+                pend(tx, [ChangeEvent(seq: tx.connection.lastInsertRowid, className: className, objectId: "", op: op,
+                                      original: nil, current: nil, hasPayload: false)])
+            }
             return 0
         }
         var ids: [(Int64, String)] = []
@@ -60,7 +65,7 @@ public enum ChangeFeed {
         guard !ids.isEmpty else { return 0 }
         var events = ids.map { ChangeEvent(seq: $0.0, className: className, objectId: $0.1, op: op, original: nil,
                                            current: nil, hasPayload: false) }
-        if op == .delete, listener.observes(className) {
+        if op == .delete {
             for i in events.indices {
                 events[i].original = try tx.connection.fetchRaw(className, objectId: events[i].objectId)?.json(for: .master)
                 events[i].hasPayload = true
@@ -105,6 +110,11 @@ public enum ChangeFeed {
     static func pend(_ tx: WriteTransaction, _ events: [ChangeEvent]) {
         var list = tx.userInfo[pendingKey] as? [ChangeEvent] ?? []
         let first = list.isEmpty
+        if events.count == 1, events[0].objectId.isEmpty, let last = list.last, last.objectId.isEmpty {
+            list[list.count - 1].seq = events[0].seq  // consecutive marks: keep the highest
+            tx.userInfo[pendingKey] = list
+            return
+        }
         list.append(contentsOf: events)
         tx.userInfo[pendingKey] = list
         guard first else { return }
