@@ -255,7 +255,8 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             e.current = try? o.json(for: .master)
         }
         for sub in subs where sub.live {
-            guard let viewer = currentViewer(sub) else { continue }
+            // An earlier delivery may have ended it (its sink was too slow).
+            guard registry.withLock({ $0.subs[sub.id] != nil }), let viewer = currentViewer(sub) else { continue }
             if let ev = choose(e, sub, viewer) { send(ev, sub) }
         }
     }
@@ -299,7 +300,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             kind = .leave
             original = view(e.original!)
             // Lost access: the last state it could read, never the values of this change.
-            object = vis.canRead(e.current!, viewer) ? view(e.current!) : original!
+            object = e.current.flatMap { vis.canRead($0, viewer) ? view($0) : nil } ?? original!
         case (.save, false, true):
             if let w = sub.spec.watch, e.original == nil, !w.contains(where: { e.current![$0] != nil }) { return nil }
             if let w = sub.spec.watch, let o = e.original, !w.contains(where: { o[$0] != e.current![$0] }) { return nil }
