@@ -245,7 +245,10 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     }
 
     private func deliver(_ e: ChangeEvent) {
-        guard !e.objectId.isEmpty else { return }  // a mark: writes nobody observed
+        if e.isMark {
+            deliverMark(e)
+            return
+        }
         let subs = candidates(e)
         guard !subs.isEmpty else { return }
         var e = e
@@ -332,11 +335,27 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
 
     // MARK: replay and the change feed
 
+    /// Writes made while nobody observed the class (a subscription may have arrived since,
+    /// before they committed): live subscriptions get those rows from the feed, as a replay.
+    private func deliverMark(_ e: ChangeEvent) {
+        let subs = registry.withLock { r in (r.byClass[e.className] ?? []).union(
+            (r.byValue[e.className] ?? [:]).values.flatMap { $0.values.flatMap { $0 } }).sorted().compactMap { r.subs[$0] } }
+        for sub in subs where sub.live {
+            replayRange(sub, after: e.firstSeq - 1, through: e.seq)
+        }
+    }
+
     /// Replays the feed after `since` up to the last handled change, then marks it live.
     private func replay(_ id: SubscriptionID) {
         guard let sub = registry.withLock({ $0.subs[id] }), let since = sub.spec.since else { return }
-        let through = handled.load(ordering: .acquiring)
-        var after = since
+        replayRange(sub, after: since, through: handled.load(ordering: .acquiring))
+        registry.withLock { $0.subs[id]?.live = true }
+    }
+
+    /// Sends `sub` the feed rows in `(after, through]` it may see, each object once, latest state.
+    private func replayRange(_ sub: Sub, after start: Int64, through: Int64) {
+        let id = sub.id
+        var after = start
         while after < through {
             guard let viewer = currentViewer(sub) else { return }
             let page: FeedPage
@@ -362,7 +381,6 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             if page.next <= after { break }
             after = page.next
         }
-        registry.withLock { $0.subs[id]?.live = true }
     }
 
     /// One change-feed row as a viewer sees it.

@@ -141,6 +141,27 @@ struct ChangeHubTests {
         #expect(sink.events.withLock { $0.count } == 12)
     }
 
+    @Test func aSubscriptionArrivingBeforeAnUnobservedWriteCommitsStillGetsIt() throws {
+        let live = TestSink(), resumed = TestSink()
+        let since = try head()
+        // The write checks "does anyone observe Race?" (no) before the subscriptions exist, and
+        // commits after them: its rows must still reach both, once.
+        let id = try f.store.transaction { () throws(ParseError) -> String in
+            let o = try f.store.insert("Race", fields: ["n": 1], acl: nil, identity: .master)
+            _ = try hub.subscribe(SubscriptionSpec(className: "Race"), viewer: .master, sink: live)
+            _ = try hub.subscribe(SubscriptionSpec(className: "Race", since: since), viewer: .master, sink: resumed)
+            return o.objectId
+        }
+        let a = live.wait(for: 1), b = resumed.wait(for: 1)
+        #expect(a.map { $0.object["objectId"]?.stringValue } == [id] && a.first?.kind == .create)
+        #expect(b.map { $0.object["objectId"]?.stringValue } == [id])
+        _ = try f.store.update("Race", objectId: id, changes: ["n": 2], identity: .master)
+        #expect(live.wait(for: 2).map(\.kind) == [.create, .update])
+        #expect(resumed.wait(for: 2).count == 2)
+        usleep(100_000)
+        #expect(live.events.withLock { $0.count } == 2 && resumed.events.withLock { $0.count } == 2)
+    }
+
     @Test func slowConsumerIsDroppedWithReconnect() throws {
         let sink = TestSink(capacity: 3)
         _ = try hub.subscribe(SubscriptionSpec(className: "Msg"), viewer: .master, sink: sink)

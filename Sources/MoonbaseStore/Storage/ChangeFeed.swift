@@ -52,9 +52,13 @@ public enum ChangeFeed {
         guard let listener = ctx.changes.listener, listener.observes(className) else {
             // Nobody listens to this class: no per-row events (a bulk job stays one statement),
             // only a mark of the highest seq so the listener knows how far the feed has gone.
-            if try tx.connection.run(sql, all) > 0, ctx.changes.listener != nil {
-                pend(tx, [ChangeEvent(seq: tx.connection.lastInsertRowid, className: className, objectId: "", op: op,
-                                      original: nil, current: nil, hasPayload: false)])
+            let n = try tx.connection.run(sql, all)
+            if n > 0, ctx.changes.listener != nil {
+                let last = tx.connection.lastInsertRowid
+                var mark = ChangeEvent(seq: last, className: className, objectId: "", op: op, original: nil, current: nil,
+                                       hasPayload: false)
+                mark.firstSeq = last - Int64(n) + 1  // one statement's rows get consecutive seqs
+                pend(tx, [mark])
             }
             return 0
         }
@@ -110,8 +114,8 @@ public enum ChangeFeed {
     static func pend(_ tx: WriteTransaction, _ events: [ChangeEvent]) {
         var list = tx.userInfo[pendingKey] as? [ChangeEvent] ?? []
         let first = list.isEmpty
-        if events.count == 1, events[0].objectId.isEmpty, let last = list.last, last.objectId.isEmpty {
-            list[list.count - 1].seq = events[0].seq  // consecutive marks: keep the highest
+        if events.count == 1, events[0].isMark, let last = list.last, last.isMark, last.className == events[0].className {
+            list[list.count - 1].seq = events[0].seq  // consecutive marks of one class: one range
             tx.userInfo[pendingKey] = list
             return
         }
