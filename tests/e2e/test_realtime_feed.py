@@ -180,6 +180,17 @@ def test_visibility_owner_stranger_master_afterfind_and_logout(server_factory):
     assert "hidden" not in ea[0]["data"]["object"]          # afterFind hides it from the owner
     assert em[0]["data"]["object"]["hidden"] == "shh"        # master reads skip afterFind
     assert b.none_within(1.0) is None                        # the stranger sees nothing
+    # Shared with bob: he gets "enter"; unshared in a write that also changes v: "leave" with
+    # the last state he could read, never the values of the write that removed his access.
+    s.req("PUT", f"/parse/classes/Secret/{oid}", {"ACL": {alice: {"read": True, "write": True}, bob: {"read": True}}},
+          session=alice_tok)
+    entered = b.take(1)
+    assert entered and entered[0]["event"] == "enter" and entered[0]["data"]["object"]["v"] == 1
+    s.req("PUT", f"/parse/classes/Secret/{oid}", {"ACL": {alice: {"read": True, "write": True}}, "v": 7}, session=alice_tok)
+    left = b.take(1)
+    assert left and left[0]["event"] == "leave" and left[0]["data"]["object"]["v"] == 1
+    assert [e["event"] for e in a.take(2)] == ["update", "update"]
+    assert len(m.take(2)) == 2
     # Logout stops delivery at once: an error event with 209, then the stream ends.
     assert s.req("POST", "/parse/logout", {}, session=alice_tok).status_code == 200
     s.req("PUT", f"/parse/classes/Secret/{oid}", {"v": 2}, master=True)
