@@ -198,6 +198,10 @@ def test_visibility_owner_stranger_master_afterfind_and_logout(server_factory):
     end = a.take(1)
     assert end and end[0]["event"] == "error" and end[0]["data"]["code"] == 209 and end[0]["data"]["reconnect"] is False
     assert a.closed.wait(10)
+    # The logout itself is a committed write: its tombstone is in the (master-only) _Session feed.
+    ops = [x["op"] for x in changes(s, "_Session", 0, master=True)["results"]]
+    assert ops.count("delete") == 1 and ops.count("save") == 1, ops
+    assert s.req("GET", "/parse/changes/_Session", session=bob_tok).json()["code"] == 119
     assert b.none_within(0.5) is None
     # A session that is no longer valid cannot open a stream.
     r = requests.get(f"{s.url}/parse/live/Secret", headers=s.headers(session=alice_tok), timeout=10)
