@@ -173,6 +173,15 @@ struct ChangeHubTests {
         #expect(hub.subscriptionCount.load(ordering: .relaxed) == 0)
     }
 
+    @Test func keysProjectLikeREST() throws {
+        let sink = TestSink()
+        _ = try hub.subscribe(SubscriptionSpec(className: "Doc", keys: ["a.b", "c"]), viewer: .master, sink: sink)
+        _ = try f.store.insert("Doc", fields: ["a": ["b": 1, "x": 2], "c": 3, "d": 4], acl: nil, identity: .master)
+        let o = try #require(sink.wait(for: 1).first).object
+        #expect(o["a"] == ["b": 1] && o["c"] == 3 && o["d"] == nil)
+        #expect(o["objectId"] != nil && o["createdAt"] != nil && o["className"] == "Doc")
+    }
+
     @Test func equalityIndexStillSeesValueChanges() throws {
         let sink = TestSink()
         _ = try hub.subscribe(SubscriptionSpec(className: "Pos", whereClause: ["group": "g1"]), viewer: .master, sink: sink)
