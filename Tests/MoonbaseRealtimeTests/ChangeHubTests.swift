@@ -173,6 +173,21 @@ struct ChangeHubTests {
         #expect(hub.subscriptionCount.load(ordering: .relaxed) == 0)
     }
 
+    @Test func watchSuppressesWritesThatChangeNoWatchedField() throws {
+        let sink = TestSink()
+        _ = try hub.subscribe(SubscriptionSpec(className: "W", watch: ["a"]), viewer: .master, sink: sink)
+        _ = try f.store.insert("W", fields: ["b": 1], acl: nil, identity: .master)          // no watched field: none
+        let o = try f.store.insert("W", fields: ["a": 1, "b": 1], acl: nil, identity: .master)  // create
+        _ = try f.store.update("W", objectId: o.objectId, changes: ["b": 2], identity: .master)  // none
+        _ = try f.store.update("W", objectId: o.objectId, changes: ["a": 2], identity: .master)  // update
+        try f.store.delete("W", objectId: o.objectId, identity: .master)                        // delete
+        let e = sink.wait(for: 3)
+        #expect(e.map(\.kind) == [.create, .update, .delete])
+        #expect(e[1].object["a"] == 2 && e[1].original?["a"] == 1)
+        usleep(100_000)
+        #expect(sink.events.withLock { $0.count } == 3)
+    }
+
     @Test func keysProjectLikeREST() throws {
         let sink = TestSink()
         _ = try hub.subscribe(SubscriptionSpec(className: "Doc", keys: ["a.b", "c"]), viewer: .master, sink: sink)
