@@ -38,10 +38,13 @@ let package = Package(
         .target(name: "MoonbaseQuota", dependencies: ["MoonbaseCore"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseOutbound", dependencies: ["CCurl"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseRealtime", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseStore"],
+                swiftSettings: swiftSettings),
         .target(
             name: "MoonbaseAPI",
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseAuth", "MoonbaseLua",
-                           "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseOutbound"],
+                           "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseOutbound",
+                           "MoonbaseRealtime"],
             swiftSettings: swiftSettings),
         .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
@@ -56,6 +59,7 @@ let package = Package(
         .testTarget(name: "MoonbaseQuotaTests", dependencies: ["MoonbaseQuota"]),
         .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCrypto"]),
         .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
+        .testTarget(name: "MoonbaseRealtimeTests", dependencies: ["MoonbaseRealtime", "MoonbaseStore", "MoonbaseSQLite"]),
         .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
         // The whole host built in process (Host.build) and driven without sockets.
         .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCore"]),

@@ -68,6 +68,7 @@ enum ServeCommand {
                 Log.warn("purging expired sessions failed: \(error.message)")
             }
         }
+        s.realtime.start()
         s.jobs.scheduler.start()
         host.watcher?.start()
         Log.info("moonbase serving on http://\(c.host):\(server.port) (data \(c.dataDir), functions \(c.functionsDir), cron \(c.cronDir))")
@@ -76,6 +77,7 @@ enum ServeCommand {
         Log.info("signal \(sig): shutting down")
         host.watcher?.stop()
         server.shutdown(graceMillis: c.shutdownGraceMs)
+        s.realtime.stop()
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
         s.usageFlusher?.shutdown()

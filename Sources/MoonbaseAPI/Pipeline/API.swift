@@ -55,6 +55,7 @@ public final class API: HTTPHandler {
     /// Rewrites what the Parse SDKs send into the plain REST shape, matches the route once, on
     /// the I/O thread, and hands the match to `handle` in the note.
     public func dispatch(_ request: inout HTTPRequest) -> Bool {
+        RealtimeEndpoints.liftQueryCredentials(&request)
         SDKRequest.normalize(&request)
         let m = request.method == "OPTIONS" ? nil : route(request.method, request.path)
         request.note = RoutedNote(m)

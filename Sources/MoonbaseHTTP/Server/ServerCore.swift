@@ -21,6 +21,8 @@ final class ServerCore: Sendable {
     let suspendedCount = Atomic<Int>(0)
     /// Set when shutdown begins: responses then carry `Connection: close`.
     let closing = Atomic<Bool>(false)
+    /// Streaming responses still open (ended at shutdown).
+    let streams = StreamRegistry()
 
     init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
         self.config = config
@@ -157,7 +159,9 @@ final class ServerCore: Sendable {
     func answer(_ state: RequestState, _ response: HTTPResponse, close: Bool) -> MHD_Result {
         state.phase = .answered
         let r: OpaquePointer?
-        if let file = response.file, let fd = file.take() {
+        if let stream = response.stream {
+            r = streamResponse(stream, state.connection)
+        } else if let file = response.file, let fd = file.take() {
             r = MHD_create_response_from_fd_at_offset64(file.size, fd, file.offset)
         } else {
             r = response.body.withUnsafeBytes { b in

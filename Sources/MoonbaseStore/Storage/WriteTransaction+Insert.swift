@@ -75,7 +75,9 @@ extension WriteTransaction {
             try s.step()
         }
         try applyRelations(relations, owner: objectId, className: className)
-        return StoredObject(className: className, rid: connection.lastInsertRowid, objectId: objectId, createdAt: now,
+        let rid = connection.lastInsertRowid
+        try feedInserted(className, rid: rid)
+        return StoredObject(className: className, rid: rid, objectId: objectId, createdAt: now,
                             updatedAt: now, acl: aclBytes, rperm: rperm, wperm: wperm, data: dataBytes)
     }
 }
