@@ -104,7 +104,8 @@ public final class HTTPServer: Sendable {
 
     /// Graceful stop: stop accepting, let in-flight requests finish for up to `graceMillis`
     /// (responses meanwhile carry `Connection: close`), answer still-queued jobs with 503,
-    /// wait for running handlers (they are bounded by their own timeouts), then stop.
+    /// wait for running handlers (they are bounded by their own timeouts), let the queued
+    /// answers reach their clients (up to 2 s more), then stop.
     /// Idempotent; blocks the caller until the daemon and workers are gone.
     public func shutdown(graceMillis: Int = 10_000) {
         let handle = state.withLock { s -> DaemonHandle? in
@@ -132,6 +133,14 @@ public final class HTTPServer: Sendable {
                 Log.warn("http shutdown: waiting for \(core.suspendedCount.load(ordering: .relaxed)) resumed connections")
             }
         }
+        // A resumed connection has its response queued, not yet sent: MHD_stop_daemon closes
+        // every connection at once, so stopping now would cut those answers off (the client
+        // sees a closed socket instead of its 200 or 503). Let libmicrohttpd finish sending
+        // them; the wait is bounded because a client that never reads must not hold the stop.
+        let flushDeadline = monotonicNanos() + HTTPServer.flushNanos
+        while core.inFlight.load(ordering: .relaxed) > 0 && monotonicNanos() < flushDeadline {
+            usleep(1_000)
+        }
         MHD_stop_daemon(handle.raw)
         if listenFD >= 0 { close(listenFD) }
     }
@@ -141,6 +150,10 @@ public final class HTTPServer: Sendable {
         let (s, atto) = grace.components
         shutdown(graceMillis: Int(s) * 1000 + Int(atto / 1_000_000_000_000_000))
     }
+
+    /// How long shutdown lets libmicrohttpd send responses already queued (after the grace,
+    /// the queued-job 503s and the running handlers) before it closes every connection.
+    static let flushNanos: UInt64 = 2_000_000_000
 
     /// Requests read and not yet completed (diagnostics, tests).
     public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }

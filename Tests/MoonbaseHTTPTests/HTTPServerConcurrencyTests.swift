@@ -74,6 +74,28 @@ struct HTTPServerConcurrencyTests {
         stopper.join()
     }
 
+    /// Regression: shutdown used to call MHD_stop_daemon as soon as every suspended connection
+    /// had its answer queued, which closed the sockets before the answers were sent (the
+    /// client read "connection closed" about one run in three under load). A large answer
+    /// makes the window wide enough to fail every time without the fix.
+    @Test func shutdownSendsAnswersQueuedByTheLastRunningHandler() throws {
+        let handler = TestHandler()
+        let server = try HTTPServer(
+            config: HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1), handler: handler)
+        try server.start()
+        let a = try RawHTTPClient(port: server.port)
+        let size = 8 << 20
+        a.send(RawHTTPClient.format("GET", "/gate?size=\(size)"))
+        #expect(handler.gate.waitForArrivals(1))
+        let stopper = Background { server.shutdown(graceMillis: 50) }
+        usleep(200_000)  // the grace has expired: shutdown now waits for the running handler
+        handler.gate.release()
+        let ra = try a.readResponse()
+        #expect(ra.status == 200)
+        #expect(ra.body.count == size)
+        stopper.join()
+    }
+
     @Test func fullQueueAnswers503() throws {
         let cfg = HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1, maxQueuedJobs: 1)
         try withServer(cfg) { server, handler in
