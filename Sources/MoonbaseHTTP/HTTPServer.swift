@@ -23,7 +23,12 @@ import Glibc
 ///   or while reading a chunked body; the connection is dropped 1 MiB past the limit);
 /// - bad percent-encoding in path or query → 400, code 107;
 /// - worker queue full or server stopping → 503, code 1;
-/// - connection count and idle timeout: libmicrohttpd closes the socket.
+/// - connection count, per-address cap and idle timeout: libmicrohttpd closes the socket;
+/// - a request head not complete within `headerTimeoutSeconds`: the socket is shut down
+///   (`HeaderDeadlines`);
+/// - what libmicrohttpd refuses itself (a malformed request line, an unsupported version, a
+///   head beyond its memory pool, broken chunked framing): a Parse body too, rewritten in
+///   `CHTTPGuard`; a Content-Length it cannot parse closes the connection unanswered.
 ///
 /// Thread-safety: the daemon pointer and lifecycle are guarded by `state`; everything else is
 /// immutable.
@@ -73,6 +78,7 @@ public final class HTTPServer: Sendable {
             o.port = UInt16(cfg.port)
             o.thread_pool = UInt32(max(1, cfg.ioThreads))
             o.connection_limit = UInt32(max(1, cfg.maxConnections))
+            o.per_ip_limit = UInt32(cfg.effectivePerIPLimit)
             o.timeout_seconds = UInt32(max(0, cfg.idleTimeoutSeconds))
             o.memory_limit = cfg.connectionMemoryLimit
             o.memory_increment = 4096
@@ -100,6 +106,7 @@ public final class HTTPServer: Sendable {
             throw HTTPServerError("server already started or stopped")
         }
         boundPort.store(Int(mb_mhd_bound_port(daemon)), ordering: .releasing)
+        core.deadlines.start()
     }
 
     /// Graceful stop: stop accepting, let in-flight requests finish for up to `graceMillis`
@@ -114,6 +121,7 @@ public final class HTTPServer: Sendable {
             return s.daemon
         }
         guard let handle else {
+            core.deadlines.stop()
             core.pool.stop()
             return
         }
@@ -141,6 +149,7 @@ public final class HTTPServer: Sendable {
         while core.inFlight.load(ordering: .relaxed) > 0 && monotonicNanos() < flushDeadline {
             usleep(1_000)
         }
+        core.deadlines.stop()
         MHD_stop_daemon(handle.raw)
         if listenFD >= 0 { close(listenFD) }
     }
@@ -154,6 +163,9 @@ public final class HTTPServer: Sendable {
     /// How long shutdown lets libmicrohttpd send responses already queued (after the grace,
     /// the queued-job 503s and the running handlers) before it closes every connection.
     static let flushNanos: UInt64 = 2_000_000_000
+
+    /// Connections shut down for missing the header deadline (diagnostics, tests).
+    public var headerDeadlineCuts: Int { core.deadlines.cut.load(ordering: .relaxed) }
 
     /// Requests read and not yet completed (diagnostics, tests).
     public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }

@@ -10,16 +10,20 @@ enum ServeCommand {
         usage: moonbase serve [--host H] [--port P] [--data DIR] [--functions DIR] [--cron DIR]
                               [--public-url URL] [--log-format text|json] [--workers N]
                               [--metrics-require-master] [--quota-monthly-requests N]
-                              [--rate-limit-per-minute N]
+                              [--rate-limit-per-minute N] [--max-connections N]
+                              [--max-connections-per-ip N] [--header-timeout SECONDS]
         environment: MOONBASE_HOST, MOONBASE_PORT, MOONBASE_APP_ID, MOONBASE_MASTER_KEY,
           MOONBASE_REST_KEY, MOONBASE_QUOTA_MONTHLY_REQUESTS, MOONBASE_RATE_LIMIT_PER_MINUTE,
           MOONBASE_ACCOUNTING=off, MOONBASE_LOGIN_MAX_FAILURES, MOONBASE_LUA_TIMEOUT_MS,
-          MOONBASE_LUA_MAX_MEMORY_MB, MOONBASE_LUA_MAX_DB_OPS, MOONBASE_LUA_MAX_INSTRUCTIONS
+          MOONBASE_LUA_MAX_MEMORY_MB, MOONBASE_LUA_MAX_DB_OPS, MOONBASE_LUA_MAX_INSTRUCTIONS,
+          MOONBASE_MAX_CONNECTIONS, MOONBASE_MAX_CONNECTIONS_PER_IP, MOONBASE_HEADER_TIMEOUT_SECONDS,
+          MOONBASE_IDLE_TIMEOUT_SECONDS, MOONBASE_MAX_HEADER_BYTES
         """
 
     static func run(_ args: [String]) throws -> Int32 {
         guard let (a, base) = try Commands.parse(args,
-            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute"],
+            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute",
+                     "max-connections", "max-connections-per-ip", "header-timeout"],
             flags: ["metrics-require-master"], help: help) else { return 0 }
         var c = base
         if let v = a.value("host") { c.host = v }
@@ -36,6 +40,18 @@ enum ServeCommand {
         if a.flag("metrics-require-master") { c.metricsRequireMaster = true }
         if let v = try a.int("quota-monthly-requests") { c.quotaMonthlyRequests = v }
         if let v = try a.int("rate-limit-per-minute") { c.rateLimitPerMinute = v }
+        if let v = try a.int("max-connections") {
+            guard v > 0 else { throw UsageError("--max-connections must be at least 1") }
+            c.maxConnections = v
+        }
+        if let v = try a.int("max-connections-per-ip") {
+            guard v >= 0 else { throw UsageError("--max-connections-per-ip must be 0 or more") }
+            c.maxConnectionsPerIP = v
+        }
+        if let v = try a.int("header-timeout") {
+            guard v >= 0 else { throw UsageError("--header-timeout must be 0 or more seconds") }
+            c.headerTimeoutSeconds = v
+        }
         guard a.positionals.isEmpty else { throw UsageError("unexpected argument '\(a.positionals[0])'") }
 
         let host = try Host.build(c, serving: true)
@@ -45,7 +61,8 @@ enum ServeCommand {
             server = try HTTPServer(config: HTTPServerConfig(
                 host: c.host, port: c.port, ioThreads: c.ioThreads, workers: c.workers,
                 maxHeaderBytes: c.maxHeaderBytes, maxConnections: c.maxConnections,
-                idleTimeoutSeconds: c.idleTimeoutSeconds), handler: host.api)
+                idleTimeoutSeconds: c.idleTimeoutSeconds, headerTimeoutSeconds: c.headerTimeoutSeconds,
+                maxConnectionsPerIP: c.maxConnectionsPerIP), handler: host.api)
             try server.start()
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")

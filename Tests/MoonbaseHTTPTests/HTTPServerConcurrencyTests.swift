@@ -184,3 +184,34 @@ struct HTTPAbortTests {
         }
     }
 }
+
+@Suite("HTTP server: slow senders", .timeLimit(.minutes(1)))
+struct HTTPSlowSenderTests {
+    /// A client that dribbles its head (a byte every 200 ms, so the idle timeout never fires)
+    /// is cut at the header deadline; a normal client on the same server is unaffected.
+    @Test func dribbledHeadIsCutAtTheHeaderDeadline() throws {
+        let cfg = HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 1, idleTimeoutSeconds: 30,
+                                   headerTimeoutSeconds: 1)
+        try withServer(cfg) { server, _ in
+            let slow = try RawHTTPClient(port: server.port, timeoutSeconds: 1)
+            let head = Array("GET /echo HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8) + [UInt8](repeating: 97, count: 200)
+            let t0 = monotonicMillis()
+            var closedAt: Int?
+            var i = 0
+            while i < head.count && monotonicMillis() - t0 < 15_000 {
+                slow.send([head[i]])
+                i += 1
+                usleep(200_000)
+                if slow.peerClosed() {
+                    closedAt = monotonicMillis() - t0
+                    break
+                }
+            }
+            let cut = try #require(closedAt)
+            #expect(cut >= 900 && cut < 6_000)
+            #expect(server.headerDeadlineCuts >= 1)
+            let normal = try RawHTTPClient(port: server.port)
+            #expect(try normal.request("GET", "/echo").status == 200)
+        }
+    }
+}

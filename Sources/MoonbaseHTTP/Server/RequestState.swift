@@ -1,15 +1,26 @@
 import CMicroHTTPD
+import Synchronization
 
 /// Per-connection state, created in the connect notification and freed on close.
 ///
-/// Only its connection's I/O thread touches it (libmicrohttpd processes one connection on
-/// one thread), so it needs no lock.
-final class ConnectionContext {
+/// Thread-safety (`@unchecked Sendable`): `rawTarget`, `remoteAddress` and `awaitingLine` are
+/// touched only by the connection's I/O thread (libmicrohttpd processes one connection on one
+/// thread). The header-deadline sweeper reads `fd` (immutable) and `deadline` (atomic).
+final class ConnectionContext: @unchecked Sendable {
     /// The raw request target of the request being read ("/a%20b?x=1"), from the URI log
     /// callback; requests on one connection are processed one after another.
     var rawTarget = ""
     /// The client's address, formatted once per connection.
     var remoteAddress: String?
+    /// The socket (the sweeper shuts it down when `deadline` passes).
+    let fd: Int32
+    /// Monotonic nanoseconds by which the current request's head must be complete; 0 while a
+    /// request is being read past its head, handled, or answered (see `HeaderDeadlines`).
+    let deadline = Atomic<UInt64>(0)
+    /// True between a completed request and the next request line on a kept-alive connection.
+    var awaitingLine = false
+
+    init(fd: Int32) { self.fd = fd }
 }
 
 /// Where a request is in its life on the server.

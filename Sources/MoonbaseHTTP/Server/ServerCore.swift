@@ -1,3 +1,4 @@
+import CHTTPGuard
 import CMicroHTTPD
 import MoonbaseCore
 import Synchronization
@@ -21,10 +22,14 @@ final class ServerCore: Sendable {
     let suspendedCount = Atomic<Int>(0)
     /// Set when shutdown begins: responses then carry `Connection: close`.
     let closing = Atomic<Bool>(false)
+    /// The header-completion deadline of every open connection.
+    let deadlines: HeaderDeadlines
 
     init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
         self.config = config
         self.handler = handler
+        deadlines = HeaderDeadlines(headerTimeoutSeconds: config.headerTimeoutSeconds,
+                                    idleTimeoutSeconds: config.idleTimeoutSeconds)
         pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
                               spinMicros: config.workerSpinMicros)
     }
@@ -36,6 +41,7 @@ final class ServerCore: Sendable {
     func begin(_ conn: OpaquePointer, method: String, conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         let ctx = connectionContext(conn)
         let target = ctx?.rawTarget ?? "/"
+        if let ctx { deadlines.headComplete(ctx) }
         var collector = HeaderCollector()
         withUnsafeMutablePointer(to: &collector) { p in
             _ = MHD_get_connection_values_n(conn, .HEADER_KIND, collectHeader, p)
@@ -136,6 +142,7 @@ final class ServerCore: Sendable {
 
     /// libmicrohttpd is done with the request (sent, failed or aborted).
     func completed(_ state: RequestState) {
+        if let ctx = connectionContext(state.connection) { deadlines.requestDone(ctx) }
         leaveSuspended(state)
         inFlight.subtract(1, ordering: .relaxed)
     }
@@ -178,7 +185,7 @@ final class ServerCore: Sendable {
         if close || closing.load(ordering: .relaxed) {
             _ = MHD_add_response_header(r, "Connection", "close")
         }
-        let rc = MHD_queue_response(state.connection, UInt32(clamping: response.status), r)
+        let rc = mb_queue_app_response(state.connection, UInt32(clamping: response.status), r)
         MHD_destroy_response(r)
         return rc
     }
