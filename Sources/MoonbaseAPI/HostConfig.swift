@@ -42,6 +42,8 @@ public struct HostConfig: Sendable {
     public var luaMaxInstructions = 0
     public var jobHistoryPerJob = 100
     public var shutdownGraceMs = 10_000
+    /// How long past its call's limit a worker may run before it is replaced as stuck.
+    public var workerStuckGraceMs = 5_000
 
     public init() {}
 
@@ -84,6 +86,8 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
         if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }
+        if let v = try int("MOONBASE_WORKER_STUCK_GRACE_MS") { c.workerStuckGraceMs = v }
+        if let v = try int("MOONBASE_SHUTDOWN_GRACE_MS") { c.shutdownGraceMs = v }
         if let v = try int("MOONBASE_MAX_CONNECTIONS"), v > 0 { c.maxConnections = v }
         if let v = try int("MOONBASE_MAX_CONNECTIONS_PER_IP") { c.maxConnectionsPerIP = v }
         if let v = try int("MOONBASE_HEADER_TIMEOUT_SECONDS") { c.headerTimeoutSeconds = v }

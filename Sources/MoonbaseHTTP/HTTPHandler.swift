@@ -51,6 +51,11 @@ public struct HTTPServerConfig: Sendable {
     /// others. 0 = three quarters of `maxConnections`. Behind a reverse proxy every client
     /// shares the proxy's address: raise it to `maxConnections` there.
     public var maxConnectionsPerIP: Int
+    /// A worker job's default time limit (the Lua call timeout; calls with a longer one raise
+    /// it through `JobWatch.noteLimit`). 0 = no stuck-worker backstop.
+    public var jobLimitMillis: Int
+    /// How long past its limit a worker may run before it is considered stuck and replaced.
+    public var stuckGraceMillis: Int
     /// Queued worker jobs above this → 503 (code 1) instead of an unbounded queue.
     public var maxQueuedJobs: Int
     /// listen(2) backlog.
@@ -67,7 +72,7 @@ public struct HTTPServerConfig: Sendable {
                 workers: Int = 2 * HTTPServerConfig.cores, maxHeaderBytes: Int = 16 << 10,
                 maxConnections: Int = 1024, idleTimeoutSeconds: Int = 30, maxQueuedJobs: Int = 4096,
                 listenBacklog: Int = 511, workerSpinMicros: Int = 0, headerTimeoutSeconds: Int = 10,
-                maxConnectionsPerIP: Int = 0) {
+                maxConnectionsPerIP: Int = 0, jobLimitMillis: Int = 10_000, stuckGraceMillis: Int = 5_000) {
         self.host = host
         self.port = port
         self.ioThreads = ioThreads
@@ -80,6 +85,8 @@ public struct HTTPServerConfig: Sendable {
         self.workerSpinMicros = workerSpinMicros
         self.headerTimeoutSeconds = headerTimeoutSeconds
         self.maxConnectionsPerIP = maxConnectionsPerIP
+        self.jobLimitMillis = jobLimitMillis
+        self.stuckGraceMillis = stuckGraceMillis
     }
 
     /// The per-address cap given to libmicrohttpd (see `maxConnectionsPerIP`).

@@ -107,23 +107,45 @@ public final class HTTPServer: Sendable {
         }
         boundPort.store(Int(mb_mhd_bound_port(daemon)), ordering: .releasing)
         core.deadlines.start()
+        let pool = core.pool
+        HealthBoard.shared.register(healthKey) {
+            let st = pool.status()
+            guard st.saturated else { return nil }
+            return HealthProblem(status: "saturated", fields: [
+                ("workers", String(st.workers)), ("busy", String(st.busy)),
+                ("stuck", String(st.stuck)), ("queued", String(st.queued)),
+            ])
+        }
+    }
+
+    /// This server's entry on the process's health board.
+    private var healthKey: String { "http.workers" }
+
+    /// Worker pool counts (health, metrics, tests).
+    public var workerStatus: (workers: Int, busy: Int, stuck: Int, queued: Int, saturated: Bool, replaced: Int) {
+        let st = core.pool.status()
+        return (st.workers, st.busy, st.stuck, st.queued, st.saturated, core.pool.replaced.load(ordering: .relaxed))
     }
 
     /// Graceful stop: stop accepting, let in-flight requests finish for up to `graceMillis`
     /// (responses meanwhile carry `Connection: close`), answer still-queued jobs with 503,
-    /// wait for running handlers (they are bounded by their own timeouts), let the queued
-    /// answers reach their clients (up to 2 s more), then stop.
-    /// Idempotent; blocks the caller until the daemon and workers are gone.
-    public func shutdown(graceMillis: Int = 10_000) {
+    /// let running jobs finish within the grace or their own time limit (whichever ends later),
+    /// answer those still running then with 503 (their worker threads are abandoned, not
+    /// waited for), let the queued answers reach their clients (up to 2 s more),
+    /// then stop. Returns the number of worker threads left running (stuck or abandoned): the
+    /// caller should exit the process rather than wait for them.
+    /// Idempotent; blocks the caller until the daemon is gone.
+    @discardableResult
+    public func shutdown(graceMillis: Int = 10_000) -> Int {
         let handle = state.withLock { s -> DaemonHandle? in
             if s.stopped { return nil }
             s.stopped = true
             return s.daemon
         }
+        HealthBoard.shared.unregister(healthKey)
         guard let handle else {
             core.deadlines.stop()
-            core.pool.stop()
-            return
+            return core.pool.stop(deadlineNanos: monotonicNanos() + UInt64(max(0, graceMillis)) * 1_000_000)
         }
         core.closing.store(true, ordering: .relaxed)
         let listenFD = MHD_quiesce_daemon(handle.raw)
@@ -131,7 +153,9 @@ public final class HTTPServer: Sendable {
         while core.inFlight.load(ordering: .relaxed) > 0 && monotonicNanos() < deadline {
             usleep(2_000)
         }
-        core.pool.stop()
+        // Jobs still running past the deadline and their own limit are answered 503 and their
+        // threads abandoned.
+        let left = core.pool.stop(deadlineNanos: deadline)
         // Every suspended connection must be resumed and seen again before MHD_stop_daemon.
         var waited = 0
         while core.suspendedCount.load(ordering: .acquiring) > 0 {
@@ -152,12 +176,13 @@ public final class HTTPServer: Sendable {
         core.deadlines.stop()
         MHD_stop_daemon(handle.raw)
         if listenFD >= 0 { close(listenFD) }
+        return left
     }
 
     /// Shutdown with a grace period given as a `Duration`.
     public func shutdown(grace: Duration) {
         let (s, atto) = grace.components
-        shutdown(graceMillis: Int(s) * 1000 + Int(atto / 1_000_000_000_000_000))
+        _ = shutdown(graceMillis: Int(s) * 1000 + Int(atto / 1_000_000_000_000_000))
     }
 
     /// How long shutdown lets libmicrohttpd send responses already queued (after the grace,
@@ -171,7 +196,7 @@ public final class HTTPServer: Sendable {
     public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }
 
     deinit {
-        shutdown(graceMillis: 0)
+        _ = shutdown(graceMillis: 0)
     }
 }
 

@@ -4,7 +4,8 @@ import MoonbaseHTTP
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,
-/// checkpoint the WAL, exit 0).
+/// checkpoint the WAL, exit 0). Requests still running when the grace is over are answered
+/// 503 and their workers abandoned; then the process exits at once with status 3.
 enum ServeCommand {
     static let help = """
         usage: moonbase serve [--host H] [--port P] [--data DIR] [--functions DIR] [--cron DIR]
@@ -62,7 +63,8 @@ enum ServeCommand {
                 host: c.host, port: c.port, ioThreads: c.ioThreads, workers: c.workers,
                 maxHeaderBytes: c.maxHeaderBytes, maxConnections: c.maxConnections,
                 idleTimeoutSeconds: c.idleTimeoutSeconds, headerTimeoutSeconds: c.headerTimeoutSeconds,
-                maxConnectionsPerIP: c.maxConnectionsPerIP), handler: host.api)
+                maxConnectionsPerIP: c.maxConnectionsPerIP, jobLimitMillis: c.luaTimeoutMs,
+                stuckGraceMillis: c.workerStuckGraceMs), handler: host.api)
             try server.start()
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
@@ -74,8 +76,18 @@ enum ServeCommand {
 
         let sig = Signals.waitForTermination()
         Log.info("signal \(sig): shutting down")
+        // HTTP: the grace or a running call's own limit; then up to the grace for jobs; plus
+        // 5 s for the rest. Past that the process exits with status 3 whatever still runs.
+        Signals.exitDeadline(afterMillis: max(c.shutdownGraceMs, c.luaTimeoutMs) + c.shutdownGraceMs + 5_000, code: 3)
         host.watcher?.stop()
-        server.shutdown(graceMillis: c.shutdownGraceMs)
+        let stuck = server.shutdown(graceMillis: c.shutdownGraceMs)
+        if stuck > 0 {
+            // A stuck worker may hold the SQLite writer or run forever: waiting for jobs,
+            // accounting or the WAL checkpoint could block the exit. Committed writes are
+            // already durable (WAL); an uncommitted transaction rolls back on the next start.
+            Log.warn("shutdown: \(stuck) worker(s) still running after the grace were abandoned; exiting with status 3 without flushing accounting or checkpointing")
+            return 3
+        }
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
         s.usageFlusher?.shutdown()

@@ -53,6 +53,8 @@ extension LuaVM {
         case .shared: cMode = Int32(LB_RESULT_RETURN) | Int32(LB_RESULT_SHARED_GLOBALS)
         }
         let lim = context.limits
+        // A call with a longer limit than the worker pool's default must not be taken for stuck.
+        JobWatch.noteLimit(millis: lim.timeoutMs)
         let limits = lb_limits(timeout_ms: lim.timeoutMs, max_memory: lim.maxMemoryBytes,
                                max_instructions: lim.maxInstructions)
         var cExtras: [lb_extra] = []

@@ -215,3 +215,30 @@ struct HTTPSlowSenderTests {
         }
     }
 }
+
+@Suite("HTTP server: stuck-worker backstop", .timeLimit(.minutes(1)))
+struct HTTPStuckWorkerTests {
+    /// A handler that never returns by itself: its request is answered 124 after the job
+    /// limit plus the grace, its worker is replaced, and the next requests run at once.
+    @Test func stuckHandlerIsAnsweredAndItsWorkerReplaced() throws {
+        let cfg = HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1,
+                                   jobLimitMillis: 300, stuckGraceMillis: 200)
+        try withServer(cfg) { server, handler in
+            let stuck = try RawHTTPClient(port: server.port)
+            let t0 = monotonicMillis()
+            let r = try stuck.request("GET", "/gate")
+            #expect(r.status == 400)
+            #expect(r.text.contains("\"code\":124"))
+            #expect(monotonicMillis() - t0 >= 450)
+            let st = server.workerStatus
+            #expect(st.stuck == 1 && st.workers == 1 && st.replaced == 1 && !st.saturated)
+            let c = try RawHTTPClient(port: server.port)
+            let t1 = monotonicMillis()
+            #expect(try c.request("GET", "/echo").status == 200)
+            #expect(monotonicMillis() - t1 < 2_000)
+            handler.gate.release()
+            for _ in 0..<5_000 where server.workerStatus.stuck > 0 { usleep(1_000) }
+            #expect(server.workerStatus.stuck == 0)
+        }
+    }
+}

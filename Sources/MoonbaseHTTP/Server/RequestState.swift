@@ -63,15 +63,37 @@ final class RequestState: WorkItem, @unchecked Sendable {
         self.bodyLimit = bodyLimit
     }
 
-    /// Runs the handler on a worker, then resumes the connection.
+    /// Set by whoever answers the job (its worker, `cancel` or `abandon`): exactly one of
+    /// them writes `response` and resumes the connection.
+    private let claimed = Atomic<Bool>(false)
+
+    private func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
+
+    /// Runs the handler on a worker, then resumes the connection (unless the job was
+    /// abandoned meanwhile: then the connection may be gone and the result is dropped).
     func run(workerIndex: Int) {
-        response = core.handler.handle(request)
-        MHD_resume_connection(connection)
+        let r = core.handler.handle(request)
+        if claim() {
+            response = r
+            MHD_resume_connection(connection)
+        }
     }
 
     /// The pool stopped before a worker took this job: answer 503 and resume.
     func cancel() {
+        guard claim() else { return }
         response = HTTPResponse.parseError(status: 503, code: 1, message: "server is shutting down")
+        MHD_resume_connection(connection)
+    }
+
+    /// The job's worker did not return in time (or was still running when shutdown's grace
+    /// ran out): answer now; the worker's late result, if any, is dropped.
+    func abandon(shuttingDown: Bool) {
+        guard claim() else { return }
+        response = shuttingDown
+            ? HTTPResponse.parseError(status: 503, code: 1, message: "server is shutting down")
+            : HTTPResponse.parseError(status: 400, code: 124,
+                                      message: "request timed out: its worker did not return within the time limit and was replaced")
         MHD_resume_connection(connection)
     }
 }

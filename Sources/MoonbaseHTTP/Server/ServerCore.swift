@@ -31,7 +31,8 @@ final class ServerCore: Sendable {
         deadlines = HeaderDeadlines(headerTimeoutSeconds: config.headerTimeoutSeconds,
                                     idleTimeoutSeconds: config.idleTimeoutSeconds)
         pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
-                              spinMicros: config.workerSpinMicros)
+                              spinMicros: config.workerSpinMicros, jobLimitMillis: config.jobLimitMillis,
+                              graceMillis: config.stuckGraceMillis)
     }
 
     // MARK: First access-handler call: headers are in.
