@@ -104,10 +104,12 @@ public final class Database: Sendable {
         do {
             let result = try body(tx)
             try conn.run("COMMIT")
+            StoreHealth.shared.writeSucceeded()
             tx.runCommitHooks()
             return result
         } catch {
             if !conn.isAutocommit { _ = try? conn.run("ROLLBACK") }
+            if error.message == SQLiteError.diskFullMessage { StoreHealth.shared.diskFull(path: path) }
             throw error
         }
     }
