@@ -185,3 +185,33 @@ def test_one_address_cannot_take_every_connection(srv):
     finally:
         for s in held:
             s.close()
+
+
+BUSY_LUA = """
+cloud.define("busy", {timeoutMs = 5000}, function(req)
+  local t = time.now()
+  while time.now() - t < 2500 do end
+  return "done"
+end)
+"""
+
+
+def test_health_reports_saturation_while_every_worker_is_busy(server_factory):
+    import threading
+    srv = server_factory(functions={"main.lua": BUSY_LUA}, args=["--workers", "1"]).start()
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", srv.call("busy")))
+    t.start()
+    saw = None
+    deadline = time.time() + 2.4
+    while time.time() < deadline:
+        h = srv.req("GET", "/parse/health")
+        if h.status_code == 503:
+            saw = h.json()
+            break
+        time.sleep(0.05)
+    t.join()
+    assert out["r"].status_code == 200 and out["r"].json()["result"] == "done"
+    assert saw is not None and saw["status"] == "saturated"
+    assert saw["workers"] == 1 and saw["busy"] == 1 and saw["problems"] == ["saturated"]
+    assert srv.req("GET", "/parse/health").json() == {"status": "ok"}
