@@ -330,7 +330,7 @@ def raw_request(rng):
 def fuzz(port, n, seed, workers=8):
     rng_master = random.Random(seed)
     seeds = [rng_master.randrange(2**32) for _ in range(workers)]
-    stats = {"sent": 0, "answered": 0, "closed_unanswered": 0, "hangs": 0, "malformed": 0, "not_parse_shape": 0,
+    stats = {"sent": 0, "answered": 0, "closed_unanswered": 0, "incomplete_held": 0, "hangs": 0, "malformed": 0, "not_parse_shape": 0,
              "double_head": 0, "status_500": 0, "by_status": {}}
     lock = threading.Lock()
     examples = []
@@ -361,11 +361,17 @@ def fuzz(port, n, seed, workers=8):
                         s.shutdown(socket.SHUT_WR)
                     except OSError:
                         pass
-                data, hung = read_all(s, 10, head_only=raw.startswith(b"HEAD"))
+                data, hung = read_all(s, 3 if may_wait else 10, head_only=raw.startswith(b"HEAD"))
             finally:
                 s.close()
             with lock:
                 stats["sent"] += 1
+            if hung and may_wait and not data:
+                # The framing promised more bytes (e.g. Content-Length 5, 2 sent): waiting for
+                # them is correct; libmicrohttpd sometimes misses the half-close and holds the
+                # connection until the idle timeout, like any slow body sender.
+                note("incomplete_held", raw[:120])
+                continue
             if hung:
                 note("hangs", raw[:120])
                 continue
@@ -403,7 +409,8 @@ def fuzz(port, n, seed, workers=8):
         t.join()
     secs = time.time() - t0
     print(f"  fuzz: {stats['sent']} requests in {secs:.1f} s ({stats['sent'] / secs:.0f}/s), seed {seed}")
-    print(f"  answered {stats['answered']}, closed unanswered {stats['closed_unanswered']}, hangs {stats['hangs']}, "
+    print(f"  answered {stats['answered']}, closed unanswered {stats['closed_unanswered']}, incomplete requests held "
+          f"{stats['incomplete_held']}, hangs {stats['hangs']}, "
           f"malformed {stats['malformed']}, outside Parse shape {stats['not_parse_shape']}, duplicated heads "
           f"{stats['double_head']}, 500s {stats['status_500']}")
     print("  by status: " + ", ".join(f"{k}:{v}" for k, v in sorted(stats["by_status"].items())))
