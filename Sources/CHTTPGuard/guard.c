@@ -34,6 +34,11 @@ enum MHD_Result mb_queue_app_response(struct MHD_Connection *c, unsigned int sta
     return real_queue(c, status, r);
 }
 
+int mb_guard_ready(void) {
+    pthread_once(&real_once, resolve_real);
+    return real_queue != NULL && real_queue != MHD_queue_response;
+}
+
 unsigned long mb_guard_rewritten(void) { return __atomic_load_n(&rewritten, __ATOMIC_RELAXED); }
 unsigned long mb_guard_closed_bad_length(void) { return __atomic_load_n(&closed_bad_length, __ATOMIC_RELAXED); }
 

@@ -1,3 +1,4 @@
+import CHTTPGuard
 import CMicroHTTPD
 import MoonbaseCore
 import Synchronization
@@ -57,6 +58,7 @@ public final class HTTPServer: Sendable {
     public func start() throws(HTTPServerError) {
         let cfg = core.config
         guard (0...65535).contains(cfg.port) else { throw HTTPServerError("invalid port \(cfg.port)") }
+        guard mb_guard_ready() != 0 else { throw HTTPServerError("libmicrohttpd's MHD_queue_response not found behind the error-body guard") }
         let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_USE_TURBO.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ITC.rawValue
         let cls = Unmanaged.passUnretained(core).toOpaque()
@@ -169,8 +171,9 @@ public final class HTTPServer: Sendable {
         // every connection at once, so stopping now would cut those answers off (the client
         // sees a closed socket instead of its 200 or 503). Let libmicrohttpd finish sending
         // them; the wait is bounded because a client that never reads must not hold the stop.
+        // Requests still reading their head or body are not waited for: the grace is over.
         let flushDeadline = monotonicNanos() + HTTPServer.flushNanos
-        while core.inFlight.load(ordering: .relaxed) > 0 && monotonicNanos() < flushDeadline {
+        while core.sending.load(ordering: .relaxed) > 0 && monotonicNanos() < flushDeadline {
             usleep(1_000)
         }
         core.deadlines.stop()

@@ -20,6 +20,8 @@ final class ServerCore: Sendable {
     let inFlight = Atomic<Int>(0)
     /// Connections suspended for a worker and not yet seen again after their resume.
     let suspendedCount = Atomic<Int>(0)
+    /// Requests whose answer is queued and not yet completed (being sent).
+    let sending = Atomic<Int>(0)
     /// Set when shutdown begins: responses then carry `Connection: close`.
     let closing = Atomic<Bool>(false)
     /// The header-completion deadline of every open connection.
@@ -143,6 +145,7 @@ final class ServerCore: Sendable {
 
     /// libmicrohttpd is done with the request (sent, failed or aborted).
     func completed(_ state: RequestState) {
+        if state.phase == .answered { sending.subtract(1, ordering: .relaxed) }
         if let ctx = connectionContext(state.connection) { deadlines.requestDone(ctx) }
         leaveSuspended(state)
         inFlight.subtract(1, ordering: .relaxed)
@@ -163,6 +166,7 @@ final class ServerCore: Sendable {
 
     /// Turns `response` into an MHD response and queues it.
     func answer(_ state: RequestState, _ response: HTTPResponse, close: Bool) -> MHD_Result {
+        if state.phase != .answered { sending.add(1, ordering: .relaxed) }
         state.phase = .answered
         let r: OpaquePointer?
         if let file = response.file, let fd = file.take() {
