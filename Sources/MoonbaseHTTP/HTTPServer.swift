@@ -192,6 +192,11 @@ public final class HTTPServer: Sendable {
     /// the queued-job 503s and the running handlers) before it closes every connection.
     static let flushNanos: UInt64 = 2_000_000_000
 
+    /// Error answers libmicrohttpd made itself, sent with a Parse body instead of its HTML.
+    public static var libraryErrorsRewritten: Int { Int(mb_guard_rewritten()) }
+    /// Connections closed unanswered for a Content-Length libmicrohttpd cannot parse.
+    public static var badContentLengthsClosed: Int { Int(mb_guard_closed_bad_length()) }
+
     /// Connections shut down for missing the header deadline (diagnostics, tests).
     public var headerDeadlineCuts: Int { core.deadlines.cut.load(ordering: .relaxed) }
 

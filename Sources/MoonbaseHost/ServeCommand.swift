@@ -1,6 +1,7 @@
 import MoonbaseAPI
 import MoonbaseCore
 import MoonbaseHTTP
+import MoonbaseQuota
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,
@@ -69,6 +70,7 @@ enum ServeCommand {
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
         }
+        registerHardeningMetrics(s.metrics.registry, server)
         s.usageFlusher?.start()
         s.jobs.scheduler.start()
         host.watcher?.start()
@@ -95,5 +97,27 @@ enum ServeCommand {
         s.database.close()
         Log.info("stopped")
         return 0
+    }
+
+    /// Worker backstop and connection-guard figures on `/metrics`.
+    static func registerHardeningMetrics(_ m: Metrics, _ server: HTTPServer) {
+        m.gauge("moonbase_workers_busy", help: "Workers running a request.") {
+            [MetricSample(value: Double(server.workerStatus.busy))]
+        }
+        m.gauge("moonbase_workers_stuck", help: "Abandoned worker threads still running a stuck request.") {
+            [MetricSample(value: Double(server.workerStatus.stuck))]
+        }
+        m.counter("moonbase_workers_replaced_total", help: "Workers replaced after running past their limit plus the grace.") {
+            [MetricSample(value: Double(server.workerStatus.replaced))]
+        }
+        m.counter("moonbase_http_header_deadline_cuts_total", help: "Connections closed for not completing a request head in time.") {
+            [MetricSample(value: Double(server.headerDeadlineCuts))]
+        }
+        m.counter("moonbase_http_library_errors_total", help: "Malformed requests refused by libmicrohttpd (answered with a Parse body).") {
+            [MetricSample(value: Double(HTTPServer.libraryErrorsRewritten))]
+        }
+        m.counter("moonbase_http_bad_content_length_total", help: "Connections closed for an unparseable Content-Length.") {
+            [MetricSample(value: Double(HTTPServer.badContentLengthsClosed))]
+        }
     }
 }

@@ -215,3 +215,18 @@ def test_health_reports_saturation_while_every_worker_is_busy(server_factory):
     assert saw is not None and saw["status"] == "saturated"
     assert saw["workers"] == 1 and saw["busy"] == 1 and saw["problems"] == ["saturated"]
     assert srv.req("GET", "/parse/health").json() == {"status": "ok"}
+
+
+def test_metrics_count_the_edge_refusals(srv):
+    exchange(srv.port, b"GET / HTTP/2.5\r\nHost: x\r\n\r\n")
+    exchange(srv.port, b"POST /parse/classes/A HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+    text = srv.req("GET", "/metrics").text
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("moonbase_") and " " in line:
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    assert values["moonbase_http_library_errors_total"] >= 1
+    assert values["moonbase_http_bad_content_length_total"] >= 1
+    assert values["moonbase_http_header_deadline_cuts_total"] >= 1  # the slow sender above
+    assert values["moonbase_workers_stuck"] == 0 and "moonbase_workers_replaced_total" in values
