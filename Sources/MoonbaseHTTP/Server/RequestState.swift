@@ -55,6 +55,9 @@ final class RequestState: WorkItem, @unchecked Sendable {
     var response: HTTPResponse?
     /// True while counted in `ServerCore.suspendedCount`.
     var countedSuspended = false
+    /// The status of the answer queued (0 before): a 101 (protocol upgrade) hands the socket
+    /// over, so the header deadline no longer applies to it.
+    var answeredStatus = 0
 
     init(core: ServerCore, connection: OpaquePointer, request: HTTPRequest, bodyLimit: Int) {
         self.core = core

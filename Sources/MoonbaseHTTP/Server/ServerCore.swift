@@ -146,7 +146,8 @@ final class ServerCore: Sendable {
     /// libmicrohttpd is done with the request (sent, failed or aborted).
     func completed(_ state: RequestState) {
         if state.phase == .answered { sending.subtract(1, ordering: .relaxed) }
-        if let ctx = connectionContext(state.connection) { deadlines.requestDone(ctx) }
+        // An upgraded connection (101) is no longer HTTP: no header deadline for it.
+        if state.answeredStatus != 101, let ctx = connectionContext(state.connection) { deadlines.requestDone(ctx) }
         leaveSuspended(state)
         inFlight.subtract(1, ordering: .relaxed)
     }
@@ -168,6 +169,7 @@ final class ServerCore: Sendable {
     func answer(_ state: RequestState, _ response: HTTPResponse, close: Bool) -> MHD_Result {
         if state.phase != .answered { sending.add(1, ordering: .relaxed) }
         state.phase = .answered
+        state.answeredStatus = response.status
         let r: OpaquePointer?
         if let file = response.file, let fd = file.take() {
             r = MHD_create_response_from_fd_at_offset64(file.size, fd, file.offset)
