@@ -20,10 +20,13 @@ let package = Package(
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // Debian's libwslay-dev ships no pkg-config file: the module map links -lwslay.
+        .systemLibrary(name: "CWslay", providers: [.apt(["libwslay-dev"])]),
 
         // Our C targets.
         .target(name: "CJSON"),
         .target(name: "CLuaBridge", dependencies: ["CLua", "CJSON"]),
+        .target(name: "CEpoll"),
 
         // Swift modules, leaves first.
         .target(name: "MoonbaseCore", swiftSettings: swiftSettings),
@@ -41,7 +44,12 @@ let package = Package(
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseAuth", "MoonbaseLua",
                            "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto"],
             swiftSettings: swiftSettings),
-        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI"], swiftSettings: swiftSettings),
+        .target(
+            name: "MoonbaseLiveQuery",
+            dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseAPI", "MoonbaseAuth", "MoonbaseLua", "MoonbaseQuota",
+                           "MoonbaseHTTP", "MoonbaseCrypto", "CWslay", "CEpoll"],
+            swiftSettings: swiftSettings),
+        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
         // `make bench`: CPU per 1 KB JSON parse/encode (DESIGN §9's JSON budget).
         .executableTarget(name: "jsonbench", dependencies: ["MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),

@@ -1,6 +1,7 @@
 import MoonbaseAPI
 import MoonbaseCore
 import MoonbaseHTTP
+import MoonbaseLiveQuery
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,
@@ -41,11 +42,15 @@ enum ServeCommand {
         let host = try Host.build(c, serving: true)
         let s = host.services
         let server: HTTPServer
+        let live = try LiveQueryServer(config: .fromEnvironment(), services: s, engine: nil)
         do {
-            server = try HTTPServer(config: HTTPServerConfig(
+            var httpConfig = HTTPServerConfig(
                 host: c.host, port: c.port, ioThreads: c.ioThreads, workers: c.workers,
                 maxHeaderBytes: c.maxHeaderBytes, maxConnections: c.maxConnections,
-                idleTimeoutSeconds: c.idleTimeoutSeconds), handler: host.api)
+                idleTimeoutSeconds: c.idleTimeoutSeconds)
+            httpConfig.maxUpgradedConnections = live.config.maxConnections
+            server = try HTTPServer(config: httpConfig, handler: host.api, upgrader: live)
+            live.attach(server)
             try server.start()
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
@@ -58,6 +63,9 @@ enum ServeCommand {
         let sig = Signals.waitForTermination()
         Log.info("signal \(sig): shutting down")
         host.watcher?.stop()
+        // WebSockets first: their `disconnect` triggers need the workers, and libmicrohttpd
+        // must get its upgraded sockets back before it stops.
+        live.shutdown()
         server.shutdown(graceMillis: c.shutdownGraceMs)
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
