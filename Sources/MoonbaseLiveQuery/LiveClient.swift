@@ -31,6 +31,8 @@ final class LiveClient: Sendable {
         var inboxBytes = 0
         var running = false
         var closed = false
+        /// The socket closed after `connect`: `disconnect` runs after the messages before it.
+        var disconnectPending = false
     }
     let state = Mutex(State())
 
@@ -77,11 +79,21 @@ final class LiveClient: Sendable {
         }
     }
 
-    /// Worker: handles queued messages until none is left.
+    /// Worker: handles queued messages until none is left, then a pending `disconnect`.
     private func drain() {
         while true {
-            let next = state.withLock { s -> [UInt8]? in
-                if s.inbox.isEmpty || s.closed {
+            let next = state.withLock { s -> [UInt8]?? in
+                if s.closed {
+                    s.inbox = []
+                    s.inboxBytes = 0
+                    if s.disconnectPending {
+                        s.disconnectPending = false
+                        return .some(nil)
+                    }
+                    s.running = false
+                    return nil
+                }
+                if s.inbox.isEmpty {
                     s.running = false
                     return nil
                 }
@@ -89,8 +101,11 @@ final class LiveClient: Sendable {
                 s.inboxBytes -= m.count
                 return m
             }
-            guard let next else { return }
-            handle(next)
+            switch next {
+            case .none: return
+            case .some(.none): disconnected()
+            case .some(.some(let m)): handle(m)
+            }
         }
     }
 
@@ -113,7 +128,8 @@ final class LiveClient: Sendable {
             }
             if op == "unsubscribe" { unsubscribe(msg) } else { subscribe(msg, update: op == "update") }
         default:
-            sendError(code: 3, "unknown op '\(op)'", requestId: msg["requestId"]?.intValue)
+            // The name is echoed shortened: a 64 KiB op must not come back 64 KiB long.
+            sendError(code: 3, "unknown op '\(op.prefix(40))'", requestId: msg["requestId"]?.intValue)
         }
     }
 
@@ -403,23 +419,33 @@ final class LiveClient: Sendable {
         }
     }
 
-    /// The socket is gone: drop subscriptions, release the user slot, fire `disconnect`.
+    /// The socket is gone: drop subscriptions, release the user slot, and queue `disconnect`
+    /// behind the messages already being handled (presence sees the events in order).
     func connectionClosed() {
-        let (subs, wasConnected, identity, user, counted) = state.withLock { st in
+        let hasTrigger = server.services.cloud.hasLiveTrigger(.onLiveQueryEvent)
+        let (subs, counted, start) = state.withLock { st in
             st.closed = true
-            let r = (Array(st.subs.values), st.connected, st.identity, st.user, st.countedUser)
+            let r = (Array(st.subs.values), st.countedUser)
             st.subs = [:]
-            st.inbox = []
-            st.inboxBytes = 0
-            st.connected = false
             st.countedUser = nil
-            return r
+            st.disconnectPending = st.connected && hasTrigger
+            let start = st.disconnectPending && !st.running
+            if start { st.running = true }
+            return (r.0, r.1, start)
         }
         for s in subs { s.cancel(server.engine) }
         if let counted { server.releaseUser(counted) }
-        guard wasConnected, server.services.cloud.hasLiveTrigger(.onLiveQueryEvent) else { return }
-        let ok = server.onWorker { [self] in fireEvent("disconnect", identity: identity, user: user, extra: []) }
-        if !ok { Log.warn("onLiveQueryEvent disconnect (client \(clientId)) dropped: worker queue full") }
+        if start && !server.onWorker({ [self] in drain() }) {
+            Log.warn("onLiveQueryEvent disconnect (client \(clientId)) dropped: worker queue full")
+        }
+    }
+
+    private func disconnected() {
+        let (identity, user) = state.withLock { st in
+            st.connected = false
+            return (st.identity, st.user)
+        }
+        fireEvent("disconnect", identity: identity, user: user, extra: [])
     }
 }
 

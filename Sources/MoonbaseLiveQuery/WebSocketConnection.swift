@@ -29,6 +29,13 @@ public final class WebSocketConnection: @unchecked Sendable {
     var unansweredPings = 0
     var closeDeadlineNanos: UInt64 = 0
     var torndown = false
+    /// Bytes of the data message being received (all its frames so far).
+    var messageBytes: UInt64 = 0
+    /// Input is thrown away (after an oversized message): only the close handshake remains.
+    var discarding = false
+    /// A close to queue once every queued message is out: wslay sends control frames ahead of
+    /// data, so queuing it at once would drop the messages before it (a refusal's `error`).
+    var pendingClose: (UInt16, String)?
     weak var loop: WebSocketLoop?
 
     struct Outbox {
@@ -107,7 +114,8 @@ public final class WebSocketConnection: @unchecked Sendable {
         var c: wslay_event_context_ptr?
         let me = Unmanaged.passUnretained(self).toOpaque()
         guard wslay_event_context_server_init(&c, &cbs, me) == 0, let c else { return false }
-        wslay_event_config_set_max_recv_msg_length(c, UInt64(maxMessage))
+        // The message cap is enforced in `wsFrameStart` (an `error` goes out before the close).
+        wslay_event_config_set_max_recv_msg_length(c, UInt64(Int64.max))
         ctx = c
         return true
     }
@@ -131,13 +139,20 @@ public final class WebSocketConnection: @unchecked Sendable {
             }
         }
         if let (code, reason) = close, code != 0 || !reason.isEmpty {
-            var r = Array(reason.utf8.prefix(120))
-            r.withUnsafeMutableBufferPointer { b in
-                _ = wslay_event_queue_close(ctx, code, b.baseAddress, b.count)
-            }
+            pendingClose = (code, reason)
             return true
         }
         return close != nil
+    }
+
+    /// Queues the pending close once wslay has no message left to send.
+    func queuePendingClose() {
+        guard let ctx, let (code, reason) = pendingClose, wslay_event_get_queued_msg_count(ctx) == 0 else { return }
+        pendingClose = nil
+        var r = Array(reason.utf8.prefix(120))
+        r.withUnsafeMutableBufferPointer { b in
+            _ = wslay_event_queue_close(ctx, code, b.baseAddress, b.count)
+        }
     }
 
     /// Queues a text message straight into wslay (loop thread only: ahead of a close wslay is
@@ -181,6 +196,10 @@ private func conn(_ p: UnsafeMutableRawPointer?) -> WebSocketConnection {
 /// wslay wants bytes: first those libmicrohttpd read past the request, then the socket's.
 private let wsRecv: wslay_event_recv_callback = { ctx, buf, len, _, user in
     let c = conn(user)
+    if c.discarding {
+        wslay_event_set_error(ctx, Int32(WSLAY_ERR_WOULDBLOCK.rawValue))
+        return -1
+    }
     if c.pendingOffset < c.pending.count {
         let n = min(len, c.pending.count - c.pendingOffset)
         c.pending.withUnsafeBufferPointer { src in
@@ -215,14 +234,19 @@ private let wsSend: wslay_event_send_callback = { ctx, data, len, flags, user in
     return -1
 }
 
-/// A frame header arrived: an oversized data frame gets a LiveQuery error before wslay closes
-/// the connection with 1009.
+/// A frame header arrived: a data message growing past the cap gets a LiveQuery error, then a
+/// 1009 close; its bytes are discarded.
 private let wsFrameStart: wslay_event_on_frame_recv_start_callback = { _, arg, user in
     guard let arg else { return }
     let c = conn(user)
     let op = arg.pointee.opcode
-    if op < 8, arg.pointee.payload_length > UInt64(c.loop?.maxMessage ?? Int.max) {
+    guard op < 8, !c.discarding else { return }
+    c.messageBytes = (op == 0 ? c.messageBytes : 0) &+ arg.pointee.payload_length
+    if c.messageBytes > UInt64(c.loop?.maxMessage ?? Int.max) {
+        c.discarding = true
         c.loop?.delegate?.oversized(c)
+        c.pendingClose = (1009, "message too big")
+        c.closeDeadlineNanos = monotonicNanos() + WebSocketLoop.closeGraceNanos
     }
 }
 

@@ -166,7 +166,7 @@ public final class WebSocketLoop: @unchecked Sendable {
 
     private func readable(_ c: WebSocketConnection) {
         guard let ctx = c.ctx else { return }
-        if wslay_event_want_read(ctx) != 0 {
+        if wslay_event_want_read(ctx) != 0 && !c.discarding {
             if wslay_event_recv(ctx) != 0 {
                 teardown(c)
                 return
@@ -189,6 +189,13 @@ public final class WebSocketLoop: @unchecked Sendable {
         if wslay_event_want_write(ctx) != 0, wslay_event_send(ctx) != 0 {
             teardown(c)
             return
+        }
+        if c.pendingClose != nil {
+            c.queuePendingClose()
+            if c.pendingClose == nil, wslay_event_send(ctx) != 0 {
+                teardown(c)
+                return
+            }
         }
         c.updateQueued()
         if wslay_event_get_close_sent(ctx) != 0 && c.closeDeadlineNanos == 0 {

@@ -75,8 +75,8 @@ extension ServerCore {
             let cls = Unmanaged.passUnretained(self).toOpaque()
             guard let r = MHD_create_response_for_upgrade(mhdUpgraded, cls) else { return .NO }
             defer { MHD_destroy_response(r) }
+            // libmicrohttpd adds `Connection: Upgrade` itself.
             _ = MHD_add_response_header(r, "Upgrade", name)
-            _ = MHD_add_response_header(r, "Connection", "Upgrade")
             for (k, v) in headers { _ = MHD_add_response_header(r, k, v) }
             return MHD_queue_response(state.connection, 101, r)
         }
