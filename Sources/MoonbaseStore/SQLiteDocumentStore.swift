@@ -25,6 +25,7 @@ public final class SQLiteDocumentStore: DocumentStore {
         self.context = StoreContext(catalog: try SchemaCatalog(database: database), clock: clock)
         database.context = context
         try database.register(arrayOpFunction)
+        try ChangeFeed.install(database)
     }
 
     /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`), joining an open one on this thread.

@@ -7,6 +7,8 @@ import MoonbaseSQLite
 public final class StoreContext: Sendable {
     public let catalog: SchemaCatalog
     public let clock: any HostClock
+    /// Who hears committed writes (the realtime engine), once installed.
+    public let changes = ChangeListenerSlot()
 
     public init(catalog: SchemaCatalog, clock: any HostClock) {
         self.catalog = catalog

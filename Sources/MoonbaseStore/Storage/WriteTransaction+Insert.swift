@@ -64,7 +64,9 @@ extension WriteTransaction {
             try s.bindText(utf8: dataBytes, at: 7)
             try s.step()
         }
-        return StoredObject(className: className, rid: connection.lastInsertRowid, objectId: objectId, createdAt: now,
+        let rid = connection.lastInsertRowid
+        try feedInserted(className, rid: rid)
+        return StoredObject(className: className, rid: rid, objectId: objectId, createdAt: now,
                             updatedAt: now, acl: aclBytes, rperm: rperm, wperm: wperm, data: dataBytes)
     }
 }
