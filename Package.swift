@@ -49,9 +49,9 @@ let package = Package(
         .target(
             name: "MoonbaseLiveQuery",
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseAPI", "MoonbaseAuth", "MoonbaseLua", "MoonbaseQuota",
-                           "MoonbaseHTTP", "MoonbaseCrypto", "CWslay", "CEpoll"],
+                           "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "CWslay", "CEpoll"],
             swiftSettings: swiftSettings),
-        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery", "MoonbaseRealtime"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
         // `make bench`: CPU per 1 KB JSON parse/encode (DESIGN §9's JSON budget).
         .executableTarget(name: "jsonbench", dependencies: ["MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),

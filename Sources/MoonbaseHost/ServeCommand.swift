@@ -2,6 +2,7 @@ import MoonbaseAPI
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseLiveQuery
+import MoonbaseRealtime
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,
@@ -42,7 +43,10 @@ enum ServeCommand {
         let host = try Host.build(c, serving: true)
         let s = host.services
         let server: HTTPServer
-        let live = try LiveQueryServer(config: .fromEnvironment(), services: s, engine: nil)
+        // The realtime engine: the store publishes each commit's changes to it.
+        let hub = try ChangeHub(store: s.store, visibility: Visibility(host: ServicesViewerHost(services: s)))
+        s.store.context.changes.set(hub)
+        let live = try LiveQueryServer(config: .fromEnvironment(), services: s, engine: ChangeHubEngine(hub: hub))
         do {
             var httpConfig = HTTPServerConfig(
                 host: c.host, port: c.port, ioThreads: c.ioThreads, workers: c.workers,
@@ -67,6 +71,7 @@ enum ServeCommand {
         // must get its upgraded sockets back before it stops.
         live.shutdown()
         server.shutdown(graceMillis: c.shutdownGraceMs)
+        hub.stop()
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
         s.usageFlusher?.shutdown()
