@@ -61,6 +61,14 @@ def start_server(binary, env_extra):
     raise SystemExit("server did not start")
 
 
+def start_for(connections):
+    """Raises our descriptor limit and starts the server with room for `connections` from here."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    binary = os.environ.get("MOONBASE_BIN", ".build/release/moonbase")
+    return start_server(binary, {"MOONBASE_LIVEQUERY_MAX_PER_IP": str(connections + 10)})
+
+
 async def open_one(url, i):
     ws = await websockets.connect(url, ping_interval=None, max_queue=4, open_timeout=60, close_timeout=1)
     await ws.send(json.dumps({"op": "connect", "applicationId": "moonbase"}))
@@ -76,10 +84,7 @@ async def main():
     ap.add_argument("--batch", type=int, default=200)
     ap.add_argument("--out")
     a = ap.parse_args()
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    binary = os.environ.get("MOONBASE_BIN", ".build/release/moonbase")
-    proc, port = start_server(binary, {"MOONBASE_LIVEQUERY_MAX_PER_IP": str(a.connections + 10)})
+    proc, port = start_for(a.connections)
     try:
         url = f"ws://127.0.0.1:{port}/parse"
         time.sleep(0.5)
