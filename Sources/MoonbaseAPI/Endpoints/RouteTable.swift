@@ -6,6 +6,7 @@ extension API {
     static func parseEndpoints(_ s: Services) -> [(String, String, Endpoint)] {
         ClassesEndpoints.routes(s) + UsersEndpoints.routes(s) + CloudEndpoints.routes(s)
             + FilesEndpoints.routes(s) + BatchEndpoint.routes(s) + AdminEndpoints.routes(s, usage: s.usage)
+            + RealtimeEndpoints.routes(s)
     }
 
     /// Rebuilds the Lua route table from the current generation (hot reload).

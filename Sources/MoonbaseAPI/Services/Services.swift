@@ -23,11 +23,13 @@ public final class Services: Sendable {
     public let jobs: JobService
     public let usage: SQLiteUsageSink
     public let usageFlusher: UsageFlusher?
+    public let realtime: RealtimeService
 
     public init(config: HostConfig, masterKey: String, clock: any HostClock, database: Database,
                 store: SQLiteDocumentStore, auth: AuthService, quota: Quota, metrics: ServerMetrics,
                 files: FileStore, cloud: CloudService, jobs: JobService,
-                usage: SQLiteUsageSink, usageFlusher: UsageFlusher?) {
+                usage: SQLiteUsageSink, usageFlusher: UsageFlusher?, realtime: RealtimeService) {
+        self.realtime = realtime
         self.config = config
         self.masterKey = masterKey
         self.clock = clock
