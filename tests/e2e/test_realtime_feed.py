@@ -95,6 +95,12 @@ class SSE:
             return None
 
     def close(self):
+        # Shut the socket first: the reader thread may sit in a blocking read until the next
+        # keep-alive, and close() would wait for it.
+        try:
+            self.resp.raw._fp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
+        except (AttributeError, OSError):
+            pass
         self.resp.close()
 
 
@@ -174,6 +180,17 @@ def test_visibility_owner_stranger_master_afterfind_and_logout(server_factory):
     assert "hidden" not in ea[0]["data"]["object"]          # afterFind hides it from the owner
     assert em[0]["data"]["object"]["hidden"] == "shh"        # master reads skip afterFind
     assert b.none_within(1.0) is None                        # the stranger sees nothing
+    # Shared with bob: he gets "enter"; unshared in a write that also changes v: "leave" with
+    # the last state he could read, never the values of the write that removed his access.
+    s.req("PUT", f"/parse/classes/Secret/{oid}", {"ACL": {alice: {"read": True, "write": True}, bob: {"read": True}}},
+          session=alice_tok)
+    entered = b.take(1)
+    assert entered and entered[0]["event"] == "enter" and entered[0]["data"]["object"]["v"] == 1
+    s.req("PUT", f"/parse/classes/Secret/{oid}", {"ACL": {alice: {"read": True, "write": True}}, "v": 7}, session=alice_tok)
+    left = b.take(1)
+    assert left and left[0]["event"] == "leave" and left[0]["data"]["object"]["v"] == 1
+    assert [e["event"] for e in a.take(2)] == ["update", "update"]
+    assert len(m.take(2)) == 2
     # Logout stops delivery at once: an error event with 209, then the stream ends.
     assert s.req("POST", "/parse/logout", {}, session=alice_tok).status_code == 200
     s.req("PUT", f"/parse/classes/Secret/{oid}", {"v": 2}, master=True)
@@ -181,6 +198,10 @@ def test_visibility_owner_stranger_master_afterfind_and_logout(server_factory):
     end = a.take(1)
     assert end and end[0]["event"] == "error" and end[0]["data"]["code"] == 209 and end[0]["data"]["reconnect"] is False
     assert a.closed.wait(10)
+    # The logout itself is a committed write: its tombstone is in the (master-only) _Session feed.
+    ops = [x["op"] for x in changes(s, "_Session", 0, master=True)["results"]]
+    assert ops.count("delete") == 1 and ops.count("save") == 1, ops
+    assert s.req("GET", "/parse/changes/_Session", session=bob_tok).json()["code"] == 119
     assert b.none_within(0.5) is None
     # A session that is no longer valid cannot open a stream.
     r = requests.get(f"{s.url}/parse/live/Secret", headers=s.headers(session=alice_tok), timeout=10)

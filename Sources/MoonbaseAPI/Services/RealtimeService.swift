@@ -90,6 +90,14 @@ public final class RealtimeService: Sendable {
     let started = Atomic<Bool>(false)
     /// Event bytes written to SSE streams.
     let sseBytesOut = Atomic<Int>(0)
+    /// Other transports' gauges (`addTransport`).
+    let transports = Mutex<[Transport]>([])
+
+    struct Transport {
+        let name: String
+        let connections: @Sendable () -> Int
+        let bytesOut: @Sendable () -> Int
+    }
 
     struct StreamTable {
         var open: [ObjectIdentifier: SSESink] = [:]
@@ -116,11 +124,19 @@ public final class RealtimeService: Sendable {
         }
         reg.gauge("moonbase_realtime_connections", help: "Open realtime connections.", labels: ["transport"]) { [unowned self] in
             [MetricSample(labels: ["sse"], value: Double(self.streams.withLock { $0.open.count }))]
+                + self.transports.withLock { $0 }.map { MetricSample(labels: [$0.name], value: Double($0.connections())) }
         }
         reg.counter("moonbase_realtime_bytes_total", help: "Event bytes sent to realtime subscribers.", labels: ["transport"]) {
             [unowned self] in
             [MetricSample(labels: ["sse"], value: Double(self.sseBytesOut.load(ordering: .relaxed)))]
+                + self.transports.withLock { $0 }.map { MetricSample(labels: [$0.name], value: Double($0.bytesOut())) }
         }
+    }
+
+    /// Lets another transport (the WebSocket one) report its open connections and event bytes
+    /// in the same `/metrics` families, under its own `transport` label.
+    public func addTransport(_ name: String, connections: @escaping @Sendable () -> Int, bytesOut: @escaping @Sendable () -> Int) {
+        transports.withLock { $0.append(Transport(name: name, connections: connections, bytesOut: bytesOut)) }
     }
 
     /// Starts the keep-alive and purge thread (serving hosts only).
@@ -137,11 +153,14 @@ public final class RealtimeService: Sendable {
         hub.stop()
     }
 
-    /// Purges expired tombstones now. - Returns: how many were removed.
+    /// Compacts the feed (rows superseded by later writes of the same object), then purges
+    /// expired tombstones. - Returns: how many tombstones were removed.
     @discardableResult
     public func purge() -> Int {
         let cutoff = store.clock.nowMillis() - config.retentionMillis
         do throws(ParseError) {
+            // Short transactions of 10,000 rows each, so writers wait little; bounded per pass.
+            for _ in 0..<50 where try ChangeFeed.compact(store.database) > 0 {}
             return try ChangeFeed.purge(store.database, before: cutoff)
         } catch {
             Log.warn("change feed purge failed: \(error.message)")
