@@ -21,12 +21,15 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // Debian's libwslay-dev ships no pkg-config file: the module map links -lwslay.
+        .systemLibrary(name: "CWslay", providers: [.apt(["libwslay-dev"])]),
 
         // Our C targets.
         .target(name: "CJSON"),
         .target(name: "CLuaBridge", dependencies: ["CLua", "CJSON"]),
         // Rewrites libmicrohttpd's own error answers into Parse error bodies (see guard.c).
         .target(name: "CHTTPGuard", dependencies: ["CMicroHTTPD"]),
+        .target(name: "CEpoll"),
 
         // Swift modules, leaves first.
         .target(name: "MoonbaseCore", swiftSettings: swiftSettings),
@@ -48,7 +51,12 @@ let package = Package(
                            "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseOutbound",
                            "MoonbaseRealtime"],
             swiftSettings: swiftSettings),
-        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI"], swiftSettings: swiftSettings),
+        .target(
+            name: "MoonbaseLiveQuery",
+            dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseAPI", "MoonbaseAuth", "MoonbaseLua", "MoonbaseQuota",
+                           "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "CWslay", "CEpoll"],
+            swiftSettings: swiftSettings),
+        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
         // `make bench`: CPU per 1 KB JSON parse/encode (DESIGN §9's JSON budget).
         .executableTarget(name: "jsonbench", dependencies: ["MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),

@@ -39,6 +39,8 @@ typedef struct mb_mhd_options {
     void *uri_log_cls;
     MHD_NotifyConnectionCallback connection_cb;
     void *connection_cls;
+    MHD_AcceptPolicyCallback accept_cb;  /* NULL: accept every connection */
+    void *accept_cls;
 } mb_mhd_options;
 
 /** Starts the daemon; NULL when the address is invalid or MHD fails (bind, threads). */
@@ -77,7 +79,7 @@ static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
     if (addr != NULL) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, (void *)addr };
     if (o->thread_pool > 1) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)o->thread_pool, NULL };
     ops[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-    return MHD_start_daemon(flags, o->port, NULL, NULL,
+    return MHD_start_daemon(flags, o->port, o->accept_cb, o->accept_cls,
                             o->access_cb, o->access_cls,
                             MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 }
@@ -109,6 +111,19 @@ static inline void *mb_mhd_socket_context(struct MHD_Connection *c) {
 static inline int mb_mhd_connection_fd(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     return i != NULL ? (int)i->connect_fd : -1;
+}
+
+/** Writes the numeric address of `sa` into buf (NUL-terminated); returns its length or 0. */
+static inline size_t mb_sockaddr_ip(const struct sockaddr *sa, char *buf, size_t len) {
+    const char *r = NULL;
+    if (sa == NULL || len == 0) return 0;
+    if (sa->sa_family == AF_INET) {
+        r = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
+    } else if (sa->sa_family == AF_INET6) {
+        r = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
+    }
+    if (r == NULL) { buf[0] = '\0'; return 0; }
+    return strlen(buf);
 }
 
 /** Writes the client's numeric address into buf (NUL-terminated); returns its length or 0. */
@@ -181,4 +196,9 @@ static inline void mb_parker_wake(uint32_t *w) {
     if (__atomic_exchange_n(w, 1, __ATOMIC_RELEASE) == 2) {
         syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }
+}
+
+/** Hands an upgraded socket back to libmicrohttpd, which closes it (MHD_upgrade_action is variadic). */
+static inline enum MHD_Result mb_mhd_upgrade_close(struct MHD_UpgradeResponseHandle *urh) {
+    return MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }

@@ -34,7 +34,7 @@ import Glibc
 /// Thread-safety: the daemon pointer and lifecycle are guarded by `state`; everything else is
 /// immutable.
 public final class HTTPServer: Sendable {
-    private let core: ServerCore
+    let core: ServerCore
     private let state = Mutex<Lifecycle>(Lifecycle())
     private let boundPort = Atomic<Int>(0)
 
@@ -44,8 +44,11 @@ public final class HTTPServer: Sendable {
     }
 
     /// Creates the worker pool; `start()` binds the socket.
-    public init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
-        core = try ServerCore(config: config, handler: handler)
+    /// `upgrader` takes over `Upgrade:` requests (WebSocket); its connections do not count
+    /// toward `maxConnections` but toward `maxUpgradedConnections`.
+    public init(config: HTTPServerConfig, handler: any HTTPHandler,
+                upgrader: (any HTTPUpgradeHandler)? = nil) throws(HTTPServerError) {
+        core = try ServerCore(config: config, handler: handler, upgrader: upgrader)
     }
 
     /// The real bound port (after `start()`; 0 before).
@@ -61,6 +64,7 @@ public final class HTTPServer: Sendable {
         guard mb_guard_ready() != 0 else { throw HTTPServerError("libmicrohttpd's MHD_queue_response not found behind the error-body guard") }
         let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_USE_TURBO.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ITC.rawValue
+            | (core.upgrader != nil ? MHD_ALLOW_UPGRADE.rawValue : 0)
         let cls = Unmanaged.passUnretained(core).toOpaque()
         // A client that disconnects during sendfile(2) must not kill the process.
         signal(SIGPIPE, SIG_IGN)
@@ -79,8 +83,11 @@ public final class HTTPServer: Sendable {
             o.host = cfg.host.isEmpty ? nil : host
             o.port = UInt16(cfg.port)
             o.thread_pool = UInt32(max(1, cfg.ioThreads))
-            o.connection_limit = UInt32(max(1, cfg.maxConnections))
-            o.per_ip_limit = UInt32(cfg.effectivePerIPLimit)
+            // Upgraded sockets stay libmicrohttpd connections: room for them on top of the HTTP
+            // cap, which the accept policy enforces for plain connections (per address too).
+            o.connection_limit = UInt32(max(1, cfg.maxConnections)
+                + (core.upgrader != nil ? max(0, cfg.maxUpgradedConnections) : 0))
+            o.per_ip_limit = core.upgrader != nil ? 0 : UInt32(cfg.effectivePerIPLimit)
             o.timeout_seconds = UInt32(max(0, cfg.idleTimeoutSeconds))
             o.memory_limit = cfg.connectionMemoryLimit
             o.memory_increment = 4096
@@ -93,6 +100,10 @@ public final class HTTPServer: Sendable {
             o.uri_log_cls = cls
             o.connection_cb = mhdConnectionNotify
             o.connection_cls = cls
+            if core.upgrader != nil {
+                o.accept_cb = mhdAcceptPolicy
+                o.accept_cls = cls
+            }
             return mb_mhd_start(&o)
         }
         guard let daemon else {

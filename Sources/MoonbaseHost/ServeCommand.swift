@@ -2,6 +2,7 @@ import MoonbaseAPI
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseQuota
+import MoonbaseLiveQuery
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,
@@ -59,13 +60,17 @@ enum ServeCommand {
         let host = try Host.build(c, serving: true)
         let s = host.services
         let server: HTTPServer
+        let live = try LiveQueryServer(config: .fromEnvironment(), services: s, engine: ChangeHubEngine(hub: s.realtime.hub))
         do {
-            server = try HTTPServer(config: HTTPServerConfig(
+            var httpConfig = HTTPServerConfig(
                 host: c.host, port: c.port, ioThreads: c.ioThreads, workers: c.workers,
                 maxHeaderBytes: c.maxHeaderBytes, maxConnections: c.maxConnections,
                 idleTimeoutSeconds: c.idleTimeoutSeconds, headerTimeoutSeconds: c.headerTimeoutSeconds,
                 maxConnectionsPerIP: c.maxConnectionsPerIP, jobLimitMillis: c.luaTimeoutMs,
-                stuckGraceMillis: c.workerStuckGraceMs), handler: host.api)
+                stuckGraceMillis: c.workerStuckGraceMs)
+            httpConfig.maxUpgradedConnections = live.config.maxConnections
+            server = try HTTPServer(config: httpConfig, handler: host.api, upgrader: live)
+            live.attach(server)
             try server.start()
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
@@ -92,6 +97,9 @@ enum ServeCommand {
         // 5 s for the rest. Past that the process exits with status 3 whatever still runs.
         Signals.exitDeadline(afterMillis: max(c.shutdownGraceMs, c.luaTimeoutMs) + c.shutdownGraceMs + 5_000, code: 3)
         host.watcher?.stop()
+        // WebSockets first: their `disconnect` triggers need the workers, and libmicrohttpd
+        // must get its upgraded sockets back before it stops.
+        live.shutdown()
         let stuck = server.shutdown(graceMillis: c.shutdownGraceMs)
         s.realtime.stop()
         if stuck > 0 {

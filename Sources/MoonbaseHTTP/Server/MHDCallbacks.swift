@@ -7,14 +7,18 @@ import CMicroHTTPD
 let mhdConnectionNotify: MHD_NotifyConnectionCallback = { cls, conn, socketContext, toe in
     guard let cls, let socketContext else { return }
     let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    core.openConnections.add(toe == .CONNECTION_NOTIFY_STARTED ? 1 : -1, ordering: .relaxed)
     if toe == .CONNECTION_NOTIFY_STARTED {
         let ctx = ConnectionContext(fd: conn.map { Int32(mb_mhd_connection_fd($0)) } ?? -1)
+        if core.upgrader != nil, let conn { core.plainOpened(ctx, conn) }
         core.deadlines.opened(ctx)
         socketContext.pointee = Unmanaged.passRetained(ctx).toOpaque()
     } else if let raw = socketContext.pointee {
         // Unregistered before libmicrohttpd closes the socket, so the sweeper never shuts
         // down a descriptor number that a newer connection reuses.
-        core.deadlines.closed(Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue())
+        let ctx = Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue()
+        core.plainClosed(ctx)
+        core.deadlines.closed(ctx)
         Unmanaged<ConnectionContext>.fromOpaque(raw).release()
         socketContext.pointee = nil
     }

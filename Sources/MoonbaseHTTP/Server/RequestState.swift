@@ -20,6 +20,10 @@ final class ConnectionContext: @unchecked Sendable {
     /// True between a completed request and the next request line on a kept-alive connection.
     var awaitingLine = false
 
+    /// The client address this connection is counted under as a plain HTTP connection, while
+    /// it is one (nil when not counted: no upgrade handler, or the connection switched protocols).
+    var countedAddress: String?
+
     init(fd: Int32) { self.fd = fd }
 }
 
@@ -58,6 +62,8 @@ final class RequestState: WorkItem, @unchecked Sendable {
     /// The status of the answer queued (0 before): a 101 (protocol upgrade) hands the socket
     /// over, so the header deadline no longer applies to it.
     var answeredStatus = 0
+    /// Switched protocols: no longer counted in `ServerCore.inFlight`.
+    var upgraded = false
 
     init(core: ServerCore, connection: OpaquePointer, request: HTTPRequest, bodyLimit: Int) {
         self.core = core

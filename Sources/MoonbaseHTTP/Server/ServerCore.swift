@@ -24,16 +24,25 @@ final class ServerCore: Sendable {
     let sending = Atomic<Int>(0)
     /// Set when shutdown begins: responses then carry `Connection: close`.
     let closing = Atomic<Bool>(false)
+    /// Takes over `Upgrade:` requests (WebSocket); nil → upgrades are ordinary requests.
+    let upgrader: (any HTTPUpgradeHandler)?
+    /// Connections libmicrohttpd holds, upgraded ones included.
+    let openConnections = Atomic<Int>(0)
+    /// Plain (not upgraded) connections per client address, kept when an upgrade handler is set.
+    let plainByAddress = Mutex<[String: Int]>([:])
+    /// Upgraded connections not yet handed back.
+    let upgradedOpen = Atomic<Int>(0)
     /// Streaming responses still open (ended at shutdown).
     let streams = StreamRegistry()
     /// The header-completion deadline of every open connection.
     let deadlines: HeaderDeadlines
 
-    init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
+    init(config: HTTPServerConfig, handler: any HTTPHandler, upgrader: (any HTTPUpgradeHandler)? = nil) throws(HTTPServerError) {
         self.config = config
         self.handler = handler
         deadlines = HeaderDeadlines(headerTimeoutSeconds: config.headerTimeoutSeconds,
                                     idleTimeoutSeconds: config.idleTimeoutSeconds)
+        self.upgrader = upgrader
         pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
                               spinMicros: config.workerSpinMicros, jobLimitMillis: config.jobLimitMillis,
                               graceMillis: config.stuckGraceMillis)
@@ -123,6 +132,7 @@ final class ServerCore: Sendable {
             }
             if state.overLimit { return answer(state, tooLarge(state.bodyLimit), close: true) }
             if let p = state.pending { return answer(state, p, close: false) }
+            if let r = upgradeIfAsked(state) { return r }
             if handler.dispatch(&state.request) {
                 return answer(state, handler.handle(state.request), close: false)
             }
@@ -151,7 +161,7 @@ final class ServerCore: Sendable {
         // An upgraded connection (101) is no longer HTTP: no header deadline for it.
         if state.answeredStatus != 101, let ctx = connectionContext(state.connection) { deadlines.requestDone(ctx) }
         leaveSuspended(state)
-        inFlight.subtract(1, ordering: .relaxed)
+        if !state.upgraded { inFlight.subtract(1, ordering: .relaxed) }
     }
 
     private func leaveSuspended(_ state: RequestState) {
@@ -203,7 +213,7 @@ final class ServerCore: Sendable {
 
     // MARK: Helpers
 
-    private func connectionContext(_ conn: OpaquePointer) -> ConnectionContext? {
+    func connectionContext(_ conn: OpaquePointer) -> ConnectionContext? {
         guard let raw = mb_mhd_socket_context(conn) else { return nil }
         return Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue()
     }
