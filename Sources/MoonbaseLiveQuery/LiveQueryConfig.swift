@@ -26,22 +26,21 @@ import Glibc
 #endif
 
 extension LiveQueryConfig {
-    /// The defaults, overridden by `MOONBASE_LIVEQUERY_MAX_CONNECTIONS`, `…_MAX_PER_IP`,
-    /// `…_MAX_PER_USER`, `…_MAX_SUBSCRIPTIONS`, `…_MAX_MESSAGE_BYTES`, `…_SEND_QUEUE_BYTES`,
-    /// `…_PING_MS` (positive integers; anything else is ignored with the default kept).
+    /// The defaults, overridden by the `MOONBASE_LIVEQUERY_*` variables (positive integers;
+    /// anything else is ignored with the default kept). Full names, so a search finds them.
     public static func fromEnvironment() -> LiveQueryConfig {
         var c = LiveQueryConfig()
-        func int(_ suffix: String) -> Int? {
-            guard let p = getenv("MOONBASE_LIVEQUERY_" + suffix), let v = Int(String(cString: p)), v > 0 else { return nil }
+        func int(_ name: String) -> Int? {
+            guard let p = getenv(name), let v = Int(String(cString: p)), v > 0 else { return nil }
             return v
         }
-        if let v = int("MAX_CONNECTIONS") { c.maxConnections = v }
-        if let v = int("MAX_PER_IP") { c.maxConnectionsPerIP = v }
-        if let v = int("MAX_PER_USER") { c.maxConnectionsPerUser = v }
-        if let v = int("MAX_SUBSCRIPTIONS") { c.maxSubscriptionsPerConnection = v }
-        if let v = int("MAX_MESSAGE_BYTES") { c.maxMessageBytes = v }
-        if let v = int("SEND_QUEUE_BYTES") { c.sendQueueBytes = v }
-        if let v = int("PING_MS") { c.pingIntervalMillis = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_CONNECTIONS") { c.maxConnections = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_PER_IP") { c.maxConnectionsPerIP = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_PER_USER") { c.maxConnectionsPerUser = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_SUBSCRIPTIONS") { c.maxSubscriptionsPerConnection = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_MESSAGE_BYTES") { c.maxMessageBytes = v }
+        if let v = int("MOONBASE_LIVEQUERY_SEND_QUEUE_BYTES") { c.sendQueueBytes = v }
+        if let v = int("MOONBASE_LIVEQUERY_PING_MS") { c.pingIntervalMillis = v }
         return c
     }
 }

@@ -32,7 +32,8 @@ DOCUMENTED = {
     "MOONBASE_CORS_ORIGINS", "MOONBASE_LUA_WRITER_HOLD_MS", "MOONBASE_MAX_HEADER_BYTES",
     "MOONBASE_HEADER_TIMEOUT_SECONDS", "MOONBASE_IDLE_TIMEOUT_SECONDS", "MOONBASE_MAX_CONNECTIONS",
     "MOONBASE_MAX_CONNECTIONS_PER_IP", "MOONBASE_SHUTDOWN_GRACE_MS", "MOONBASE_SSE_MAX_STREAMS",
-    "MOONBASE_SSE_MAX_STREAMS_PER_USER",
+    "MOONBASE_SSE_MAX_STREAMS_PER_USER", "MOONBASE_LIVEQUERY_MAX_CONNECTIONS",
+    "MOONBASE_LIVEQUERY_MAX_SUBSCRIPTIONS", "MOONBASE_LIVEQUERY_MAX_MESSAGE_BYTES",
 }
 
 # Variables whose behaviour test lives with the feature they configure.
@@ -42,6 +43,10 @@ TESTED_ELSEWHERE = {
     "MOONBASE_LUA_MAX_VM_MEMORY_MB": "test_sandbox_escapes.py",
     "MOONBASE_MAX_RESPONSE_MB": "test_sandbox_escapes.py",
     "MOONBASE_CHANGES_RETENTION_DAYS": "test_realtime_feed.py",
+    "MOONBASE_LIVEQUERY_MAX_PER_IP": "test_livequery_ws.py",
+    "MOONBASE_LIVEQUERY_MAX_PER_USER": "test_livequery_ws.py",
+    "MOONBASE_LIVEQUERY_PING_MS": "test_livequery_ws.py",
+    "MOONBASE_LIVEQUERY_SEND_QUEUE_BYTES": "test_livequery_events.py",
     "MOONBASE_CHANGES_PURGE_SECONDS": "test_realtime_feed.py",
     "MOONBASE_SSE_BUFFER_BYTES": "test_realtime_feed.py",
     "MOONBASE_SSE_KEEPALIVE_SECONDS": "test_realtime_feed.py",
@@ -537,3 +542,45 @@ def test_sse_max_streams_per_user(server_factory):
     assert second.status_code == 429 and second.json()["code"] == 155
     assert _sse(s).status_code == 200                   # another caller is not limited by ada's streams
     first.close()
+
+
+def _ws(s):
+    from websockets.sync.client import connect
+    return connect(f"ws://127.0.0.1:{s.port}/parse", open_timeout=30)
+
+
+def _ws_connected(s):
+    ws = _ws(s)
+    ws.send(json.dumps({"op": "connect", "applicationId": APP_ID}))
+    assert json.loads(ws.recv(timeout=30))["op"] == "connected"
+    return ws
+
+
+def test_livequery_max_connections(server_factory):
+    from websockets.exceptions import InvalidStatus
+    s = make(server_factory, {"MOONBASE_LIVEQUERY_MAX_CONNECTIONS": "1"})
+    first = _ws_connected(s)
+    with pytest.raises(InvalidStatus) as e:
+        _ws(s)
+    assert e.value.response.status_code == 503
+    first.close()
+
+
+def test_livequery_max_subscriptions(server_factory):
+    s = make(server_factory, {"MOONBASE_LIVEQUERY_MAX_SUBSCRIPTIONS": "1"})
+    ws = _ws_connected(s)
+    for rid in (1, 2):
+        ws.send(json.dumps({"op": "subscribe", "requestId": rid, "query": {"className": "Thing", "where": {}}}))
+    answers = [json.loads(ws.recv(timeout=30)) for _ in range(2)]
+    assert answers[0]["op"] == "subscribed"
+    assert answers[1]["op"] == "error" and answers[1]["code"] == 155 and answers[1]["requestId"] == 2
+    ws.close()
+
+
+def test_livequery_max_message_bytes(server_factory):
+    s = make(server_factory, {"MOONBASE_LIVEQUERY_MAX_MESSAGE_BYTES": "1024"})
+    ws = _ws_connected(s)
+    ws.send(json.dumps({"op": "subscribe", "requestId": 1, "query": {"className": "Thing", "where": {"x": "y" * 2000}}}))
+    err = json.loads(ws.recv(timeout=30))
+    assert err["op"] == "error" and err["code"] == 1, err
+    ws.close()
