@@ -98,11 +98,11 @@ public final class API: HTTPHandler {
         guard let match = routed != nil ? routed?.match : route(http.method, http.path) else {
             let allowed = parseRoutes.allowedMethods(path: http.path)
             if !allowed.isEmpty {
-                return .parseError(status: 405, code: ParseErrorCode.commandUnavailable.rawValue,
+                return .parseError(status: 405, code: .commandUnavailable,
                                    message: "method \(http.method) not allowed on \(http.path)",
                                    headers: [("Allow", allowed.joined(separator: ", "))])
             }
-            return .parseError(status: 404, code: ParseErrorCode.objectNotFound.rawValue,
+            return .parseError(status: 404, code: .objectNotFound,
                                message: "no such endpoint: \(http.method) \(http.path)")
         }
         let endpoint = match.value
