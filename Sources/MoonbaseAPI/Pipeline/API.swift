@@ -37,6 +37,10 @@ public final class API: HTTPHandler {
     }
 
     func route(_ method: String, _ path: String) -> RouteMatch<Endpoint>? {
+        // CONNECT asks for a tunnel: a 2xx answer would turn the connection into one (no
+        // Content-Length, raw bytes after the head). No route serves it, not even the any-method
+        // health check or a Lua route declared with "*", so it is answered 405 like an unknown method.
+        if method == "CONNECT" { return nil }
         if let m = parseRoutes.match(method: method, path: path) { return m }
         let lua = luaRoutes.withLock { $0 }
         return lua.match(method: method, path: path)
