@@ -285,7 +285,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         guard vis.mayFind(cls, viewer) else { return nil }
         func visible(_ o: JSONObject?) -> Bool {
             guard let o else { return false }
-            return vis.canRead(o, viewer) && sub.matcher.matches(o)
+            return vis.canRead(o, className: cls, viewer) && sub.matcher.matches(o)
         }
         let before = visible(e.original), after = e.op == .save && visible(e.current)
         let keys = sub.spec.keys
@@ -303,13 +303,13 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             kind = .leave
             original = view(e.original!)
             // Lost access: the last state it could read, never the values of this change.
-            object = e.current.flatMap { vis.canRead($0, viewer) ? view($0) : nil } ?? original!
+            object = e.current.flatMap { vis.canRead($0, className: cls, viewer) ? view($0) : nil } ?? original!
         case (.save, false, true):
             if let w = sub.spec.watch, e.original == nil, !w.contains(where: { e.current![$0] != nil }) { return nil }
             if let w = sub.spec.watch, let o = e.original, !w.contains(where: { o[$0] != e.current![$0] }) { return nil }
             kind = e.original == nil ? .create : .enter
             object = view(e.current!)
-            original = e.original.flatMap { vis.canRead($0, viewer) ? view($0) : nil }
+            original = e.original.flatMap { vis.canRead($0, className: cls, viewer) ? view($0) : nil }
         default:
             return nil
         }
@@ -440,7 +440,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
                         batch.append(FeedItem(seq: row.seq, op: .delete, objectId: row.objectId, object: nil))
                     }
                 } else if let stored = row.object, let o = try? stored.json(for: .master),
-                          visibility.canRead(o, viewer), matcher.matches(o) {
+                          visibility.canRead(o, className: className, viewer), matcher.matches(o) {
                     batch.append(FeedItem(seq: row.seq, op: .save, objectId: row.objectId, object: nil))
                     objects.append(visibility.redact(o, className: className, viewer: viewer, keys: keys))
                 }

@@ -15,11 +15,18 @@ public struct Visibility: Sendable {
     /// Whether class permission `find` admits the viewer (master always; the master-only
     /// system classes never admit anyone else).
     public func mayFind(_ className: String, _ viewer: Viewer) -> Bool {
-        if viewer.identity.isMaster { return true }
-        if ClassPermissions.masterOnlyClasses.contains(className) { return false }
-        guard let entry = host.classPermissions(className)?["find"]?.objectValue else { return true }
-        if entry["requiresAuthentication"]?.boolValue == true, viewer.identity.userId != nil { return true }
-        return viewer.permissionKeys.contains { entry[$0]?.boolValue == true }
+        findAccess(className, viewer) != .denied
+    }
+
+    /// Class permission `find` for the viewer, as REST decides it (roles, `requiresAuthentication`,
+    /// pointer permissions): events follow `find` (`get` alone does not admit a subscriber).
+    public func findAccess(_ className: String, _ viewer: Viewer) -> ClassAccess {
+        if viewer.identity.isMaster { return .allowed }
+        if ClassPermissions.masterOnlyClasses.contains(className) { return .denied }
+        guard let clp = host.classPermissions(className) else { return .allowed }
+        var identity = viewer.identity
+        if let uid = identity.userId { identity = .user(uid, roles: viewer.roles.sorted()) }
+        return ClassPermissions.access(clp, .find, identity)
     }
 
     /// Refuses a subscription the viewer could not make as a REST find: 119 without class
@@ -34,9 +41,15 @@ public struct Visibility: Sendable {
         }
     }
 
-    /// Whether the object's ACL (its `ACL` field, master view) lets the viewer read it.
-    public func canRead(_ object: JSONObject, _ viewer: Viewer) -> Bool {
+    /// Whether the viewer may read the object (master view): its ACL, and the pointer
+    /// permissions of the class (`readUserFields` / `pointerFields`: only objects whose pointer
+    /// fields name the viewer), as a REST find would filter it.
+    public func canRead(_ object: JSONObject, className: String, _ viewer: Viewer) -> Bool {
         if viewer.identity.isMaster { return true }
+        if case .pointerFields(let fields) = findAccess(className, viewer) {
+            guard let uid = viewer.identity.userId,
+                  ClassPermissions.pointerFieldsAdmit(fields, object: object, userId: uid) else { return false }
+        }
         guard let acl = object["ACL"]?.objectValue else { return true }
         return viewer.permissionKeys.contains { acl[$0]?["read"]?.boolValue == true }
     }

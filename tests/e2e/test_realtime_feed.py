@@ -369,3 +369,25 @@ def test_role_membership_governs_the_feed_and_live_events(server):
     assert after is None or (after["event"] == "leave" and after["data"]["object"].get("text") != "v3"), after
     assert changes(s, "Memo", 0, session=ada_token)["results"] == []
     live.close()
+
+
+def test_pointer_permissions_govern_live_events(server):
+    """A class readable only through its `owner` pointer (readUserFields): a subscriber hears the
+    objects that point at them, not the others, as REST find would return them."""
+    s = server
+    ada, ada_token = signup(s, "ada")
+    bob, _ = signup(s, "bob")
+    r = s.req("PUT", "/parse/schemas/Doc", {"classLevelPermissions": {
+        "find": {}, "get": {}, "create": {}, "update": {}, "delete": {}, "readUserFields": ["owner"]}}, master=True)
+    assert r.status_code == 200, r.text
+    owner = lambda uid: {"__type": "Pointer", "className": "_User", "objectId": uid}
+    live = SSE(s, "Doc", session=ada_token)
+    s.req("POST", "/parse/classes/Doc", {"name": "bob's", "owner": owner(bob)}, master=True)
+    mine = s.req("POST", "/parse/classes/Doc", {"name": "ada's", "owner": owner(ada)}, master=True).json()["objectId"]
+    ev = live.take(1)
+    assert ev and ev[0]["data"]["object"]["objectId"] == mine
+    assert live.none_within(0.7) is None                       # bob's document never reached ada
+    rest = s.req("GET", "/parse/classes/Doc", session=ada_token).json()["results"]
+    assert [o["objectId"] for o in rest] == [mine]
+    assert [row["object"]["objectId"] for row in changes(s, "Doc", 0, session=ada_token)["results"]] == [mine]
+    live.close()
