@@ -62,7 +62,7 @@ def test_changed_file_serves_within_one_second(server_factory):
     for v in (2, 3):
         time.sleep(0.05)
         write_atomic(os.path.join(s.functions, "v.lua"), version_lua(v))
-        took = wait_for(lambda: version_of(s) == v, timeout=5)
+        took = wait_for(lambda: version_of(s) == v, timeout=20)
         assert took is not None, f"version {v} never served"
         # The budget is 1 s (the watcher polls every 250 ms: typically 0.25-0.5 s here); the
         # assertion keeps a margin for a loaded 2-core CI box, as the project's rules ask.
@@ -72,17 +72,17 @@ def test_changed_file_serves_within_one_second(server_factory):
     # Routes follow reloads too.
     route = 'cloud.route("GET", "/api/ver", function() return {json = {v = %d}} end)\n'
     write_atomic(os.path.join(s.functions, "r.lua"), route % 1)
-    assert wait_for(lambda: requests.get(s.url + "/api/ver", timeout=30).status_code == 200, timeout=5) is not None
+    assert wait_for(lambda: requests.get(s.url + "/api/ver", timeout=30).status_code == 200, timeout=20) is not None
     assert requests.get(s.url + "/api/ver", timeout=30).json() == {"v": 1}
     write_atomic(os.path.join(s.functions, "r.lua"), route.replace("/api/ver", "/api/ver2") % 2)
-    assert wait_for(lambda: requests.get(s.url + "/api/ver2", timeout=30).status_code == 200, timeout=5) is not None
+    assert wait_for(lambda: requests.get(s.url + "/api/ver2", timeout=30).status_code == 200, timeout=20) is not None
     assert requests.get(s.url + "/api/ver", timeout=30).status_code == 404
 
     # A new file adds its functions; a removed one takes them away.
     write_atomic(os.path.join(s.functions, "extra.lua"), 'cloud.define("extra", function() return "x" end)')
-    assert wait_for(lambda: s.call("extra").status_code == 200, timeout=5) is not None
+    assert wait_for(lambda: s.call("extra").status_code == 200, timeout=20) is not None
     os.remove(os.path.join(s.functions, "extra.lua"))
-    assert wait_for(lambda: s.call("extra").status_code == 400, timeout=5) is not None
+    assert wait_for(lambda: s.call("extra").status_code == 400, timeout=20) is not None
     r = s.call("extra")
     assert (r.json()["code"], r.json()["error"]) == (141, 'Invalid function: "extra"')
 
@@ -104,7 +104,7 @@ end)""")
     t.start()
     time.sleep(0.2)
     write_atomic(os.path.join(s.functions, "v.lua"), slow.replace("version = 1", "version = 2"))
-    assert wait_for(lambda: version_of(s) == 2, timeout=5) is not None
+    assert wait_for(lambda: version_of(s) == 2, timeout=20) is not None
     t.join(timeout=30)
     assert out["r"].status_code == 200 and out["r"].json()["result"] == {"version": 1}
     assert s.call("slow").json()["result"] == {"version": 2}
@@ -117,7 +117,7 @@ def test_broken_file_keeps_previous_generation(server_factory):
     broken = version_lua(2) + "\nlocal x = = 1\n"
     line = broken.splitlines().index("local x = = 1") + 1
     write_atomic(os.path.join(s.functions, "v.lua"), broken)
-    took = wait_for(lambda: admin_functions(s)["errors"], timeout=5)
+    took = wait_for(lambda: admin_functions(s)["errors"], timeout=20)
     assert took is not None, "the load error never showed"
     listing = admin_functions(s)
     assert "v.lua" in listing["errors"], listing
@@ -130,13 +130,13 @@ def test_broken_file_keeps_previous_generation(server_factory):
     dup = version_lua(2) + 'cloud.define("version", function() end)\n'
     line = dup.splitlines().index('cloud.define("version", function() end)') + 1
     write_atomic(os.path.join(s.functions, "v.lua"), dup)
-    assert wait_for(lambda: "already defined" in json.dumps(admin_functions(s)["errors"]), timeout=5) is not None
+    assert wait_for(lambda: "already defined" in json.dumps(admin_functions(s)["errors"]), timeout=20) is not None
     assert f"v.lua:{line}" in admin_functions(s)["errors"]["v.lua"], admin_functions(s)["errors"]
     assert version_of(s) == 1
 
     # Fixing the file clears the error and serves the new code.
     write_atomic(os.path.join(s.functions, "v.lua"), version_lua(3))
-    assert wait_for(lambda: version_of(s) == 3, timeout=5) is not None
+    assert wait_for(lambda: version_of(s) == 3, timeout=20) is not None
     assert admin_functions(s)["errors"] == {}
 
 
@@ -147,7 +147,7 @@ def test_broken_at_start_serves_without_it_until_fixed(server_factory):
     r = s.call("version")
     assert (r.status_code, r.json()["code"]) == (400, 141)
     write_atomic(os.path.join(s.functions, "v.lua"), version_lua(2))
-    assert wait_for(lambda: s.call("version").status_code == 200, timeout=5) is not None
+    assert wait_for(lambda: s.call("version").status_code == 200, timeout=20) is not None
     assert version_of(s) == 2 and admin_functions(s)["errors"] == {}
 
 
@@ -338,7 +338,7 @@ def test_reload_under_load_drops_nothing(server_factory):
                 time.sleep(rng.uniform(0.2, 0.3))
                 r = requests.put(s.url + "/admin/functions/v.lua", data=text, headers=ADMIN, timeout=30)
                 assert r.status_code == 200, r.text
-        assert wait_for(lambda: version_of(s) == LAST, timeout=5) is not None
+        assert wait_for(lambda: version_of(s) == LAST, timeout=20) is not None
         time.sleep(0.3)
     finally:
         stop.set()
