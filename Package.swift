@@ -21,10 +21,13 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // Debian's libwslay-dev ships no pkg-config file: the module map links -lwslay.
+        .systemLibrary(name: "CWslay", providers: [.apt(["libwslay-dev"])]),
 
         // Our C targets.
         .target(name: "CJSON"),
         .target(name: "CLuaBridge", dependencies: ["CLua", "CJSON"]),
+        .target(name: "CEpoll"),
 
         // Swift modules, leaves first.
         .target(name: "MoonbaseCore", swiftSettings: swiftSettings),
@@ -38,12 +41,19 @@ let package = Package(
         .target(name: "MoonbaseQuota", dependencies: ["MoonbaseCore"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseOutbound", dependencies: ["CCurl"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseRealtime", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseStore"],
+                swiftSettings: swiftSettings),
         .target(
             name: "MoonbaseAPI",
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseAuth", "MoonbaseLua",
-                           "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseOutbound"],
+                           "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseOutbound", "MoonbaseRealtime"],
             swiftSettings: swiftSettings),
-        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI"], swiftSettings: swiftSettings),
+        .target(
+            name: "MoonbaseLiveQuery",
+            dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseAPI", "MoonbaseAuth", "MoonbaseLua", "MoonbaseQuota",
+                           "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "CWslay", "CEpoll"],
+            swiftSettings: swiftSettings),
+        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery", "MoonbaseRealtime"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
         // `make bench`: CPU per 1 KB JSON parse/encode (DESIGN §9's JSON budget).
         .executableTarget(name: "jsonbench", dependencies: ["MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),
@@ -56,6 +66,7 @@ let package = Package(
         .testTarget(name: "MoonbaseQuotaTests", dependencies: ["MoonbaseQuota"]),
         .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCrypto"]),
         .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
+        .testTarget(name: "MoonbaseRealtimeTests", dependencies: ["MoonbaseRealtime", "MoonbaseStore", "MoonbaseSQLite"]),
         .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
         // The whole host built in process (Host.build) and driven without sockets.
         .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCore"]),

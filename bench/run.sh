@@ -12,6 +12,7 @@
 #   DURATION [10s] WARMUP [3s] REPEAT [3] THREADS [1] CONNS [32] W5_CONNS [8]   wrk settings
 #   QUIET_PCT [15] QUIET_WAIT [5] NOISE_PCT [25] NOISE_RETRIES [2]   quiet-box wait / noisy-run retry
 #   POSTS [100000] POSTS_W5 [1000000] POSTS_W6 [100000]   data set sizes
+#   SKIP_REALTIME=1  skip R1/R2 (LiveQuery WebSockets; R1_CONNS [10000], R2_SUBS [1000])
 #   MOONBASE_BIN   a prebuilt binary (skips the release build); BENCH_SCRATCH: --scratch-path for it
 #   SKIP_SETUP=1   do not run the peers' setup.sh;  SKIP_PEERS=1  Moonbase only (no ratios)
 #   BENCH_BOOST [1]  run in its own autogroup at nice -20 like the peers kit's run_all.sh (root only)
@@ -207,6 +208,19 @@ CNT() { curl -fsS -G "${H[@]}" -H "X-Parse-Master-Key: $MASTER_KEY" -d limit=0 -
 printf 'posts_left\t%s\ncomments_left\t%s\nreactions_left\t%s\n' "$(CNT Post)" "$(CNT Comment)" "$(CNT Reaction)" > "$OUT/moonbase/w6-after.tsv"
 log "W6: $(echo "$ROW" | json_get message) in $(echo "$ROW" | json_get durationMs) ms"
 mb_stop w6
+
+# --- 6b. R1/R2: LiveQuery WebSockets (Python asyncio load client in the test venv) -------------
+if [ "${SKIP_REALTIME:-0}" != 1 ]; then
+  PY="$REPO/.venv/bin/python"; [ -x "$PY" ] || PY=python3
+  wait_quiet
+  log "R1: 10,000 idle LiveQuery WebSockets"
+  (cd "$HERE/realtime" && MOONBASE_BIN="$MOONBASE_BIN" "$PY" r1_idle.py --connections "${R1_CONNS:-10000}" \
+     --out "$OUT/moonbase/r1.json") || log "R1 failed"
+  wait_quiet
+  log "R2: one write matched by 1,000 subscribers"
+  (cd "$HERE/realtime" && MOONBASE_BIN="$MOONBASE_BIN" "$PY" r2_fanout.py --subscribers "${R2_SUBS:-1000}" \
+     --out "$OUT/moonbase/r2.json") || log "R2 failed"
+fi
 
 # --- 7. report ---------------------------------------------------------------------------------
 python3 "$HERE/report.py" "$OUT" > "$OUT/summary.md"

@@ -38,6 +38,8 @@ typedef struct mb_mhd_options {
     void *uri_log_cls;
     MHD_NotifyConnectionCallback connection_cb;
     void *connection_cls;
+    MHD_AcceptPolicyCallback accept_cb;  /* NULL: accept every connection */
+    void *accept_cls;
 } mb_mhd_options;
 
 /** Starts the daemon; NULL when the address is invalid or MHD fails (bind, threads). */
@@ -75,7 +77,7 @@ static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
     if (addr != NULL) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, (void *)addr };
     if (o->thread_pool > 1) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)o->thread_pool, NULL };
     ops[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-    return MHD_start_daemon(flags, o->port, NULL, NULL,
+    return MHD_start_daemon(flags, o->port, o->accept_cb, o->accept_cls,
                             o->access_cb, o->access_cls,
                             MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 }
@@ -162,4 +164,9 @@ static inline void mb_parker_wake(uint32_t *w) {
     if (__atomic_exchange_n(w, 1, __ATOMIC_RELEASE) == 2) {
         syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }
+}
+
+/** Hands an upgraded socket back to libmicrohttpd, which closes it (MHD_upgrade_action is variadic). */
+static inline enum MHD_Result mb_mhd_upgrade_close(struct MHD_UpgradeResponseHandle *urh) {
+    return MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }

@@ -51,6 +51,9 @@ public struct HTTPServerConfig: Sendable {
     /// shared 2-core box spinning cost more CPU per request than the wake-ups it saved
     /// (W1: 20 µs → +15%, 50 µs → +30%), hence the default 0; it may pay with idle cores.
     public var workerSpinMicros: Int
+    /// Upgraded (WebSocket) connections held on top of `maxConnections`; the upgrade handler
+    /// enforces its own caps below this.
+    public var maxUpgradedConnections = 10_000
 
     public static let defaultJSONBodyLimit = 1 << 20
     public static let defaultFileBodyLimit = 20 << 20

@@ -28,7 +28,7 @@ import Glibc
 /// Thread-safety: the daemon pointer and lifecycle are guarded by `state`; everything else is
 /// immutable.
 public final class HTTPServer: Sendable {
-    private let core: ServerCore
+    let core: ServerCore
     private let state = Mutex<Lifecycle>(Lifecycle())
     private let boundPort = Atomic<Int>(0)
 
@@ -38,8 +38,11 @@ public final class HTTPServer: Sendable {
     }
 
     /// Creates the worker pool; `start()` binds the socket.
-    public init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
-        core = try ServerCore(config: config, handler: handler)
+    /// `upgrader` takes over `Upgrade:` requests (WebSocket); its connections do not count
+    /// toward `maxConnections` but toward `maxUpgradedConnections`.
+    public init(config: HTTPServerConfig, handler: any HTTPHandler,
+                upgrader: (any HTTPUpgradeHandler)? = nil) throws(HTTPServerError) {
+        core = try ServerCore(config: config, handler: handler, upgrader: upgrader)
     }
 
     /// The real bound port (after `start()`; 0 before).
@@ -54,6 +57,7 @@ public final class HTTPServer: Sendable {
         guard (0...65535).contains(cfg.port) else { throw HTTPServerError("invalid port \(cfg.port)") }
         let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_USE_TURBO.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ITC.rawValue
+            | (core.upgrader != nil ? MHD_ALLOW_UPGRADE.rawValue : 0)
         let cls = Unmanaged.passUnretained(core).toOpaque()
         // A client that disconnects during sendfile(2) must not kill the process.
         signal(SIGPIPE, SIG_IGN)
@@ -72,7 +76,10 @@ public final class HTTPServer: Sendable {
             o.host = cfg.host.isEmpty ? nil : host
             o.port = UInt16(cfg.port)
             o.thread_pool = UInt32(max(1, cfg.ioThreads))
-            o.connection_limit = UInt32(max(1, cfg.maxConnections))
+            // Upgraded sockets stay libmicrohttpd connections: room for them on top of the HTTP
+            // cap, which the accept policy enforces for plain connections.
+            o.connection_limit = UInt32(max(1, cfg.maxConnections)
+                + (core.upgrader != nil ? max(0, cfg.maxUpgradedConnections) : 0))
             o.timeout_seconds = UInt32(max(0, cfg.idleTimeoutSeconds))
             o.memory_limit = cfg.connectionMemoryLimit
             o.memory_increment = 4096
@@ -85,6 +92,10 @@ public final class HTTPServer: Sendable {
             o.uri_log_cls = cls
             o.connection_cb = mhdConnectionNotify
             o.connection_cls = cls
+            if core.upgrader != nil {
+                o.accept_cb = mhdAcceptPolicy
+                o.accept_cls = cls
+            }
             return mb_mhd_start(&o)
         }
         guard let daemon else {

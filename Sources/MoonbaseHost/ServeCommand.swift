@@ -1,6 +1,8 @@
 import MoonbaseAPI
 import MoonbaseCore
 import MoonbaseHTTP
+import MoonbaseLiveQuery
+import MoonbaseRealtime
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,
@@ -41,11 +43,18 @@ enum ServeCommand {
         let host = try Host.build(c, serving: true)
         let s = host.services
         let server: HTTPServer
+        // The realtime engine: the store publishes each commit's changes to it.
+        let hub = try ChangeHub(store: s.store, visibility: Visibility(host: ServicesViewerHost(services: s)))
+        s.store.context.changes.set(hub)
+        let live = try LiveQueryServer(config: .fromEnvironment(), services: s, engine: ChangeHubEngine(hub: hub))
         do {
-            server = try HTTPServer(config: HTTPServerConfig(
+            var httpConfig = HTTPServerConfig(
                 host: c.host, port: c.port, ioThreads: c.ioThreads, workers: c.workers,
                 maxHeaderBytes: c.maxHeaderBytes, maxConnections: c.maxConnections,
-                idleTimeoutSeconds: c.idleTimeoutSeconds), handler: host.api)
+                idleTimeoutSeconds: c.idleTimeoutSeconds)
+            httpConfig.maxUpgradedConnections = live.config.maxConnections
+            server = try HTTPServer(config: httpConfig, handler: host.api, upgrader: live)
+            live.attach(server)
             try server.start()
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
@@ -58,7 +67,11 @@ enum ServeCommand {
         let sig = Signals.waitForTermination()
         Log.info("signal \(sig): shutting down")
         host.watcher?.stop()
+        // WebSockets first: their `disconnect` triggers need the workers, and libmicrohttpd
+        // must get its upgraded sockets back before it stops.
+        live.shutdown()
         server.shutdown(graceMillis: c.shutdownGraceMs)
+        hub.stop()
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
         s.usageFlusher?.shutdown()

@@ -5,11 +5,15 @@ import MoonbaseJSON
 public enum CloudDeclaration: String, CaseIterable, Sendable {
     case define, job, route, beforeSave, afterSave, beforeDelete, afterDelete, afterFind
     case index, textIndex, classPermissions, sendEmail
+    case beforeConnect, beforeSubscribe, onLiveQueryEvent
 }
 
 /// Trigger kinds (`cloud.beforeSave(className, fn)`, …).
 public enum CloudTriggerKind: String, Sendable, CaseIterable {
     case beforeSave, afterSave, beforeDelete, afterDelete, afterFind
+    /// Realtime: `cloud.beforeConnect(fn)` and `cloud.onLiveQueryEvent(fn)` take no class
+    /// (registered under the class name ""); `cloud.beforeSubscribe(Class, fn)` does.
+    case beforeConnect, beforeSubscribe, onLiveQueryEvent
 }
 
 /// One field rule of a function's `fields` validator (Parse's).

@@ -171,7 +171,16 @@ extension LuaVM {
             registry.routes.append(CloudRouteInfo(method: method, path: path, options: opts, location: loc))
             handlerRefs[.route(method, path)] = f.ref
             keep.append(f.ref)
-        case .beforeSave, .afterSave, .beforeDelete, .afterDelete, .afterFind:
+        case .beforeConnect, .onLiveQueryEvent:
+            guard args.count == 1, let f = args[0].function else { throw bad("expected (function)") }
+            let key = CloudRegistry.triggerKey(CloudTriggerKind(rawValue: d.rawValue)!, "")
+            if let prev = registry.triggers[key] {
+                throw bad("\(d.rawValue) is already defined" + (prev.location.map { " (first at \($0))" } ?? ""))
+            }
+            registry.triggers[key] = CloudHandlerInfo(name: d.rawValue, options: CloudFunctionOptions(), location: loc)
+            handlerRefs[.trigger(key)] = f.ref
+            keep.append(f.ref)
+        case .beforeSave, .afterSave, .beforeDelete, .afterDelete, .afterFind, .beforeSubscribe:
             let cls = try str(0, "className")
             guard args.count == 2, let f = args[1].function else { throw bad("expected (className, function)") }
             let kind = CloudTriggerKind(rawValue: d.rawValue)!

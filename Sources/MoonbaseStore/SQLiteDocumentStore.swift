@@ -26,6 +26,7 @@ public final class SQLiteDocumentStore: DocumentStore {
         database.context = context
         try database.register(arrayOpFunction)
         try database.register(polygonContainsFunction)
+        try ChangeFeed.install(database)
     }
 
     /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`), joining an open one on this thread.

@@ -9,6 +9,8 @@ public final class StoreContext: Sendable {
     public let clock: any HostClock
     /// Role memberships per user, invalidated by `_Role` writes.
     public let roles = RoleCache()
+    /// Who hears committed writes (the realtime engine), once installed.
+    public let changes = ChangeListenerSlot()
 
     public init(catalog: SchemaCatalog, clock: any HostClock) {
         self.catalog = catalog

@@ -4,8 +4,12 @@ import CMicroHTTPD
 // the `ServerCore` travels as the unretained `cls` pointer, valid while the daemon runs.
 
 /// Connection opened/closed: owns the `ConnectionContext` (retained in `socket_context`).
-let mhdConnectionNotify: MHD_NotifyConnectionCallback = { _, _, socketContext, toe in
+let mhdConnectionNotify: MHD_NotifyConnectionCallback = { cls, _, socketContext, toe in
     guard let socketContext else { return }
+    if let cls {
+        Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().openConnections
+            .add(toe == .CONNECTION_NOTIFY_STARTED ? 1 : -1, ordering: .relaxed)
+    }
     if toe == .CONNECTION_NOTIFY_STARTED {
         socketContext.pointee = Unmanaged.passRetained(ConnectionContext()).toOpaque()
     } else if let raw = socketContext.pointee {

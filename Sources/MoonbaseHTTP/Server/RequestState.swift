@@ -44,6 +44,8 @@ final class RequestState: WorkItem, @unchecked Sendable {
     var response: HTTPResponse?
     /// True while counted in `ServerCore.suspendedCount`.
     var countedSuspended = false
+    /// Switched protocols: no longer counted in `ServerCore.inFlight`.
+    var upgraded = false
 
     init(core: ServerCore, connection: OpaquePointer, request: HTTPRequest, bodyLimit: Int) {
         self.core = core

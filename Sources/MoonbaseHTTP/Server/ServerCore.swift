@@ -21,10 +21,17 @@ final class ServerCore: Sendable {
     let suspendedCount = Atomic<Int>(0)
     /// Set when shutdown begins: responses then carry `Connection: close`.
     let closing = Atomic<Bool>(false)
+    /// Takes over `Upgrade:` requests (WebSocket); nil → upgrades are ordinary requests.
+    let upgrader: (any HTTPUpgradeHandler)?
+    /// Connections libmicrohttpd holds, upgraded ones included.
+    let openConnections = Atomic<Int>(0)
+    /// Upgraded connections not yet handed back.
+    let upgradedOpen = Atomic<Int>(0)
 
-    init(config: HTTPServerConfig, handler: any HTTPHandler) throws(HTTPServerError) {
+    init(config: HTTPServerConfig, handler: any HTTPHandler, upgrader: (any HTTPUpgradeHandler)? = nil) throws(HTTPServerError) {
         self.config = config
         self.handler = handler
+        self.upgrader = upgrader
         pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
                               spinMicros: config.workerSpinMicros)
     }
@@ -112,6 +119,7 @@ final class ServerCore: Sendable {
             }
             if state.overLimit { return answer(state, tooLarge(state.bodyLimit), close: true) }
             if let p = state.pending { return answer(state, p, close: false) }
+            if let r = upgradeIfAsked(state) { return r }
             if handler.dispatch(&state.request) {
                 return answer(state, handler.handle(state.request), close: false)
             }
@@ -137,7 +145,7 @@ final class ServerCore: Sendable {
     /// libmicrohttpd is done with the request (sent, failed or aborted).
     func completed(_ state: RequestState) {
         leaveSuspended(state)
-        inFlight.subtract(1, ordering: .relaxed)
+        if !state.upgraded { inFlight.subtract(1, ordering: .relaxed) }
     }
 
     private func leaveSuspended(_ state: RequestState) {

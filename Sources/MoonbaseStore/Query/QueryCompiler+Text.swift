@@ -43,7 +43,7 @@ extension QueryCompiler {
 
     /// Rewrites `\Q…\E` spans (literal text, as Parse SDKs send for startsWith/contains) into
     /// escaped POSIX ERE. An unterminated `\Q` quotes to the end.
-    static func translateQuotes(_ pattern: String) -> String {
+    public static func translateQuotes(_ pattern: String) -> String {
         guard pattern.contains("\\Q") else { return pattern }
         let meta: Set<Character> = [".", "[", "]", "(", ")", "*", "+", "?", "{", "}", "|", "^", "$", "\\"]
         var out = ""

@@ -10,13 +10,14 @@ extension WriteTransaction {
         try ctx.catalog.checkCLP(.delete, className, identity)
         guard ctx.catalog.schema(className) != nil else { throw ParseError(.objectNotFound, "Object not found.") }
         if className == Roles.className { ctx.roles.invalidate(after: self) }
-        var sql = "DELETE FROM \(Naming.table(className)) WHERE objectId = ?"
+        var filter = "t.objectId = ?"
         var binds: [SQLiteValue] = [.text(objectId)]
-        if let w = ctx.catalog.writeFilter(className, .delete, identity) {
-            sql += " AND " + w.sql
+        if let w = ctx.catalog.writeFilter(className, .delete, identity, alias: "t") {
+            filter += " AND " + w.sql
             binds += w.binds
         }
-        guard try connection.run(sql, binds) == 1 else { throw ParseError(.objectNotFound, "Object not found.") }
+        try feedBeforeDelete(className, filter: filter, binds: binds)
+        guard try connection.run("DELETE FROM \(Naming.table(className)) AS t WHERE \(filter)", binds) == 1 else { throw ParseError(.objectNotFound, "Object not found.") }
     }
 
     /// Set-based delete of every object matching `where` that `identity` may write (bulk jobs
@@ -30,11 +31,14 @@ extension WriteTransaction {
         guard ctx.catalog.schema(className) != nil else { return 0 }
         if className == Roles.className { ctx.roles.invalidate(after: self) }
         var sql = "DELETE FROM \(Naming.table(className)) AS t WHERE (\(filter.sql))"
+        var feedFilter = "(\(filter.sql))"
         var binds = filter.binds
         if let w = ctx.catalog.writeFilter(className, .delete, identity, alias: "t") {
             sql += " AND " + w.sql
+            feedFilter += " AND " + w.sql
             binds += w.binds
         }
+        try feedBeforeDelete(className, filter: feedFilter, binds: binds)
         return try connection.run(sql, binds)
     }
 

@@ -74,8 +74,11 @@ extension WriteTransaction {
             try s.bindText(utf8: dataBytes, at: 7)
             try s.step()
         }
+        // Read the row id before the relation rows are inserted (they move lastInsertRowid).
+        let rid = connection.lastInsertRowid
         try applyRelations(relations, owner: objectId, className: className)
-        return StoredObject(className: className, rid: connection.lastInsertRowid, objectId: objectId, createdAt: now,
+        try feedInserted(className, rid: rid)
+        return StoredObject(className: className, rid: rid, objectId: objectId, createdAt: now,
                             updatedAt: now, acl: aclBytes, rperm: rperm, wperm: wperm, data: dataBytes)
     }
 }

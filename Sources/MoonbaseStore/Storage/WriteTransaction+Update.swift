@@ -30,6 +30,13 @@ extension WriteTransaction {
             binds += w.binds
         }
         sql += " RETURNING \(StoredObject.columns)"
+        var feedFilter = "t.objectId = ?"
+        var feedBinds: [SQLiteValue] = [.text(objectId)]
+        if let w = ctx.catalog.writeFilter(className, .update, identity, alias: "t") {
+            feedFilter += " AND " + w.sql
+            feedBinds += w.binds
+        }
+        let feed = try feedBeforeSave(className, filter: feedFilter, binds: feedBinds)
         let result = try connection.withStatement(sql) { (s) throws(ParseError) -> StoredObject? in
             try s.bind(binds)
             guard try s.step() else { return nil }
@@ -39,6 +46,7 @@ extension WriteTransaction {
         }
         guard let result else { throw ParseError(.objectNotFound, "Object not found.") }
         try applyRelations(plan.relations, owner: objectId, className: className)
+        try feedAfterSave(feed)
         return result
     }
 
@@ -61,13 +69,18 @@ extension WriteTransaction {
         var binds: [SQLiteValue] = [.integer(ctx.clock.nowMillis())]
         var sql = "UPDATE \(Naming.table(className)) AS t SET updatedAt = ?, data = \(FieldChange.dataExpression(plan.changes, binds: &binds))"
         plan.appendACL(to: &sql, binds: &binds)
-        sql += " WHERE (\(filter.sql))"
-        binds += filter.binds
+        var feedFilter = "(\(filter.sql))"
+        var feedBinds = filter.binds
         if let w = ctx.catalog.writeFilter(className, .update, identity, alias: "t") {
-            sql += " AND " + w.sql
-            binds += w.binds
+            feedFilter += " AND " + w.sql
+            feedBinds += w.binds
         }
-        return try connection.run(sql, binds)
+        sql += " WHERE " + feedFilter
+        binds += feedBinds
+        let feed = try feedBeforeSave(className, filter: feedFilter, binds: feedBinds)
+        let n = try connection.run(sql, binds)
+        try feedAfterSave(feed)
+        return n
     }
 }
 

@@ -1,0 +1,54 @@
+import MoonbaseCore
+import MoonbaseJSON
+import Synchronization
+
+/// One committed write as the change feed numbers it: the object's class and id, the
+/// database-wide sequence number of the write, and, when a listener observed the class at
+/// write time, the object before and after (master view: every field plus `ACL`).
+///
+/// Sequence numbers are strictly increasing in commit order; a transaction's writes get
+/// consecutive numbers in the order they were made.
+public struct ChangeEvent: Sendable {
+    public enum Op: String, Sendable { case save, delete }
+    public var seq: Int64
+    public var className: String
+    public var objectId: String
+    public var op: Op
+    /// The object before the write (nil for a create, or when the class was not observed).
+    public var original: JSONObject?
+    /// The object after the write (nil for a delete, or when the class was not observed).
+    public var current: JSONObject?
+    /// Whether `original`/`current` were captured (false: only `seq` and the ids are known).
+    public var hasPayload: Bool
+
+    public init(seq: Int64, className: String, objectId: String, op: Op, original: JSONObject?,
+                current: JSONObject?, hasPayload: Bool = true) {
+        self.seq = seq
+        self.className = className
+        self.objectId = objectId
+        self.op = op
+        self.original = original
+        self.current = current
+        self.hasPayload = hasPayload
+    }
+}
+
+/// Receives committed changes from the store (the realtime engine implements it).
+///
+/// `publish` runs after the outermost transaction committed, while the writer is still held:
+/// it must only enqueue (never block, never run Lua, never write).
+public protocol ChangeListener: AnyObject, Sendable {
+    /// Whether writes to `className` should capture the objects before and after (someone is
+    /// subscribed to it). Called inside the write: must be cheap.
+    func observes(_ className: String) -> Bool
+    /// The changes of one committed transaction, in seq order.
+    func publish(_ events: [ChangeEvent])
+}
+
+/// The store's slot for its listener (installed once the realtime engine exists).
+public final class ChangeListenerSlot: Sendable {
+    private let slot = Mutex<(any ChangeListener)?>(nil)
+    public init() {}
+    public func set(_ l: (any ChangeListener)?) { slot.withLock { $0 = l } }
+    public var listener: (any ChangeListener)? { slot.withLock { $0 } }
+}

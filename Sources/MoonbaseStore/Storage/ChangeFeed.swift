@@ -1,0 +1,179 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+
+/// The change feed: a database-wide, strictly increasing sequence number per committed write,
+/// kept in `_mb_changes` compacted to one row per object (its latest write; a delete leaves a
+/// tombstone with the row's read permissions, so tombstones are filtered like objects).
+///
+/// Rows are written by the write paths in the same transaction as the write (set-based writes
+/// with one `INSERT … SELECT`), so a reader never sees a write without its row or the reverse.
+/// SQLite serialises writers, so seqs grow in commit order. Deleted-object tombstones older than
+/// the retention are purged (`purge`); the highest purged seq is the purge horizon.
+public enum ChangeFeed {
+    static let table = "_mb_changes"
+
+    /// Creates the feed tables (idempotent).
+    public static func install(_ db: Database) throws(ParseError) {
+        _ = try db.write { (tx) throws(ParseError) in
+            try tx.connection.execute("""
+                CREATE TABLE IF NOT EXISTS _mb_changes(
+                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                  cls TEXT NOT NULL, oid TEXT NOT NULL, op TEXT NOT NULL,
+                  at INTEGER NOT NULL, perm TEXT, UNIQUE(cls, oid));
+                CREATE INDEX IF NOT EXISTS _mb_changes_cls_seq ON _mb_changes(cls, seq);
+                CREATE INDEX IF NOT EXISTS _mb_changes_tomb ON _mb_changes(at) WHERE op = 'delete';
+                CREATE TABLE IF NOT EXISTS _mb_changes_meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+                """)
+        }
+    }
+
+    // MARK: writing (called by the WriteTransaction write paths)
+
+    /// Records the write of the rows of `className` selected by `filter` (SQL over the class
+    /// table aliased `t`): before a delete, update or set-based update (the filter still selects
+    /// the rows), after an insert. With a listener, the write's events are queued for after the
+    /// commit; call `complete` once the write is done so saves carry their objects.
+    /// - Returns: the number of events queued (0 without a listener).
+    @discardableResult
+    static func record(_ tx: WriteTransaction, _ className: String, op: ChangeEvent.Op, filter: String,
+                       binds: [SQLiteValue]) throws(ParseError) -> Int {
+        let ctx = try tx.storeContext()
+        let now = ctx.clock.nowMillis()
+        let perm = op == .delete ? "t.rperm" : "NULL"
+        let sql = "REPLACE INTO _mb_changes(cls, oid, op, at, perm) SELECT ?, t.objectId, ?, ?, \(perm) FROM \(Naming.table(className)) AS t WHERE \(filter)"
+        let all: [SQLiteValue] = [.text(className), .text(op.rawValue), .integer(now)] + binds
+        guard let listener = ctx.changes.listener else {
+            _ = try tx.connection.run(sql, all)
+            return 0
+        }
+        var ids: [(Int64, String)] = []
+        try tx.connection.query(sql + " RETURNING seq, oid", all) { (s) throws(ParseError) in
+            ids.append((s.int64(0), s.text(1) ?? ""))
+        }
+        guard !ids.isEmpty else { return 0 }
+        var events = ids.map { ChangeEvent(seq: $0.0, className: className, objectId: $0.1, op: op, original: nil,
+                                           current: nil, hasPayload: false) }
+        if op == .delete, listener.observes(className) {
+            for i in events.indices {
+                events[i].original = try tx.connection.fetchRaw(className, objectId: events[i].objectId)?.json(for: .master)
+                events[i].hasPayload = true
+            }
+        }
+        pend(tx, events)
+        return events.count
+    }
+
+    /// Fills the last `count` queued save events with the objects as now stored and, from
+    /// `originals` (`originals(…)` taken before the write), as they were.
+    static func complete(_ tx: WriteTransaction, _ className: String, count: Int,
+                         originals: [String: JSONObject]?) throws(ParseError) {
+        guard count > 0, var list = tx.userInfo[pendingKey] as? [ChangeEvent],
+              let l = try tx.storeContext().changes.listener, l.observes(className) else { return }
+        for i in list.indices.suffix(count) where list[i].op == .save {
+            list[i].current = try tx.connection.fetchRaw(className, objectId: list[i].objectId)?.json(for: .master)
+            list[i].original = originals?[list[i].objectId]
+            list[i].hasPayload = true
+        }
+        tx.userInfo[pendingKey] = list
+    }
+
+    /// Objects of `className` selected by `filter`, as the master sees them, before they
+    /// change (only fetched while a listener observes the class).
+    static func originals(_ tx: WriteTransaction, _ className: String, filter: String,
+                          binds: [SQLiteValue]) throws(ParseError) -> [String: JSONObject]? {
+        guard let l = try tx.storeContext().changes.listener, l.observes(className) else { return nil }
+        var out: [String: JSONObject] = [:]
+        try tx.connection.query("SELECT \(StoredObject.columns(alias: "t")) FROM \(Naming.table(className)) AS t WHERE \(filter)", binds) {
+            (s) throws(ParseError) in
+            let o = StoredObject(className: className, row: s)
+            out[o.objectId] = try o.json(for: .master)
+        }
+        return out
+    }
+
+    static let pendingKey = "mb.changes"
+
+    /// Queues events to publish after the outermost commit (one hook per batch; a rolled-back
+    /// savepoint drops its events and hook with the rest of its `userInfo`).
+    static func pend(_ tx: WriteTransaction, _ events: [ChangeEvent]) {
+        var list = tx.userInfo[pendingKey] as? [ChangeEvent] ?? []
+        let first = list.isEmpty
+        list.append(contentsOf: events)
+        tx.userInfo[pendingKey] = list
+        guard first else { return }
+        tx.onCommit { [weak tx] in
+            guard let tx, let batch = tx.userInfo[pendingKey] as? [ChangeEvent], !batch.isEmpty else { return }
+            tx.userInfo[pendingKey] = nil
+            (try? tx.storeContext())?.changes.listener?.publish(batch)
+        }
+    }
+
+    // MARK: reading
+
+    /// One feed row: a save (with the object as stored now) or a delete tombstone.
+    public struct Row: Sendable {
+        public var seq: Int64
+        public var op: ChangeEvent.Op
+        public var objectId: String
+        /// The stored object (saves).
+        public var object: StoredObject?
+        /// The deleted row's `rperm` (tombstones; nil = it was public).
+        public var perm: String?
+    }
+
+    /// Rows of `className` with `after < seq <= through`, in seq order, at most `limit`.
+    public static func read(_ c: Connection, className: String, after: Int64, through: Int64 = .max,
+                            limit: Int) throws(ParseError) -> [Row] {
+        try SchemaCatalog.validateClassName(className)
+        let hasTable = try c.scalar("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", [.text(className)]) != nil
+        var rows: [Row] = []
+        let sql = hasTable
+            ? """
+              SELECT c.seq, c.op, c.oid, c.perm, \(StoredObject.columns(alias: "t")) FROM _mb_changes c
+              LEFT JOIN \(Naming.table(className)) t ON t.objectId = c.oid
+              WHERE c.cls = ? AND c.seq > ? AND c.seq <= ? ORDER BY c.seq LIMIT ?
+              """
+            : "SELECT c.seq, c.op, c.oid, c.perm FROM _mb_changes c WHERE c.cls = ? AND c.seq > ? AND c.seq <= ? ORDER BY c.seq LIMIT ?"
+        try c.query(sql, [.text(className), .integer(after), .integer(through), .integer(Int64(limit))]) { (s) throws(ParseError) in
+            let op: ChangeEvent.Op = s.text(1) == "delete" ? .delete : .save
+            let obj = hasTable && !s.isNull(4) ? StoredObject(className: className, row: s, offset: 4) : nil
+            rows.append(Row(seq: s.int64(0), op: op, objectId: s.text(2) ?? "", object: op == .save ? obj : nil, perm: s.text(3)))
+        }
+        return rows
+    }
+
+    /// The highest seq written so far (0 when none).
+    public static func head(_ c: Connection) throws(ParseError) -> Int64 {
+        if case .integer(let n)? = try c.scalar("SELECT seq FROM sqlite_sequence WHERE name = '_mb_changes'") { return n }
+        return 0
+    }
+
+    /// The highest purged seq: a `since` below it (and above 0) may have missed deletes.
+    public static func horizon(_ c: Connection) throws(ParseError) -> Int64 {
+        if case .integer(let n)? = try c.scalar("SELECT v FROM _mb_changes_meta WHERE k = 'horizon'") { return n }
+        return 0
+    }
+
+    /// Throws 160 when `0 < since < horizon`.
+    public static func checkSince(_ c: Connection, _ since: Int64) throws(ParseError) {
+        guard since > 0 else { return }
+        if since < (try horizon(c)) {
+            throw ParseError(.invalidEventName, "history expired: resynchronise")
+        }
+    }
+
+    /// Deletes tombstones written before `cutoff` (ms) and advances the horizon.
+    /// - Returns: the number of tombstones purged.
+    @discardableResult
+    public static func purge(_ db: Database, before cutoff: Int64) throws(ParseError) -> Int {
+        try db.write { (tx) throws(ParseError) -> Int in
+            let c = tx.connection
+            guard case .integer(let maxSeq)? = try c.scalar("SELECT max(seq) FROM _mb_changes WHERE op = 'delete' AND at < ?", [.integer(cutoff)])
+            else { return 0 }
+            let n = try c.run("DELETE FROM _mb_changes WHERE op = 'delete' AND at < ?", [.integer(cutoff)])
+            _ = try c.run("INSERT INTO _mb_changes_meta(k, v) VALUES('horizon', ?) ON CONFLICT(k) DO UPDATE SET v = max(v, excluded.v)", [.integer(maxSeq)])
+            return n
+        }
+    }
+}

@@ -1,0 +1,419 @@
+"""LiveQuery over WebSocket through the real binary: handshake, protocol errors, caps, bad
+frames, dead peers, abrupt disconnects, and the realtime Lua triggers."""
+import asyncio
+import base64
+import hashlib
+import json
+import os
+import socket
+import struct
+import time
+
+import pytest
+import websockets
+
+from conftest import APP_ID, MASTER_KEY
+
+
+def ws_url(server):
+    return f"ws://127.0.0.1:{server.port}/parse"
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+async def recv_json(ws, timeout=20):
+    return json.loads(await asyncio.wait_for(ws.recv(), timeout))
+
+
+async def connected(server, **extra):
+    ws = await websockets.connect(ws_url(server), open_timeout=30)
+    await ws.send(json.dumps({"op": "connect", "applicationId": APP_ID, **extra}))
+    m = await recv_json(ws)
+    assert m["op"] == "connected", m
+    return ws
+
+
+def signup(server, name):
+    r = server.req("POST", "/parse/users", {"username": name, "password": "pw-" + name})
+    assert r.status_code == 201, r.text
+    return r.json()["objectId"], r.json()["sessionToken"]
+
+
+def rss_anon_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssAnon")
+
+
+def raw_handshake(port, key=None, version="13", path="/parse"):
+    """A hand-made upgrade request; returns (socket, status line, header block, extra bytes)."""
+    key = key or base64.b64encode(os.urandom(16)).decode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    s.sendall((f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: {version}\r\n\r\n").encode())
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        buf += chunk
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    return s, lines[0], lines[1:], rest
+
+
+def masked_frame(payload, opcode=1, mask=True):
+    b0 = 0x80 | opcode
+    n = len(payload)
+    if n < 126:
+        hdr = struct.pack("!BB", b0, (0x80 if mask else 0) | n)
+    elif n < 65536:
+        hdr = struct.pack("!BBH", b0, (0x80 if mask else 0) | 126, n)
+    else:
+        hdr = struct.pack("!BBQ", b0, (0x80 if mask else 0) | 127, n)
+    if not mask:
+        return hdr + payload
+    key = os.urandom(4)
+    return hdr + key + bytes(c ^ key[i % 4] for i, c in enumerate(payload))
+
+
+def read_frames_until_close(s, timeout=20):
+    """Reads server frames until EOF; returns [(opcode, payload)]."""
+    s.settimeout(timeout)
+    data = b""
+    while True:
+        try:
+            chunk = s.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not chunk:
+            break
+        data += chunk
+    frames = []
+    while len(data) >= 2:
+        op, n = data[0] & 0x0F, data[1] & 0x7F
+        i = 2
+        if n == 126:
+            n, i = struct.unpack("!H", data[2:4])[0], 4
+        elif n == 127:
+            n, i = struct.unpack("!Q", data[2:10])[0], 10
+        frames.append((op, data[i:i + n]))
+        data = data[i + n:]
+    return frames
+
+
+# --- handshake ------------------------------------------------------------------------------
+
+def test_handshake_accept_and_refusals(server):
+    key = base64.b64encode(os.urandom(16)).decode()
+    s, status, headers, _ = raw_handshake(server.port, key=key)
+    assert status.startswith("HTTP/1.1 101"), status
+    h = {k.lower(): v.strip() for k, v in (x.split(":", 1) for x in headers)}
+    expect = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+    assert h["sec-websocket-accept"] == expect
+    assert h["upgrade"].lower() == "websocket"
+    s.close()
+
+    s, status, headers, rest = raw_handshake(server.port, version="8")
+    assert " 426 " in status
+    assert any(x.lower().startswith("sec-websocket-version: 13") for x in headers)
+    s.close()
+    s, status, _, _ = raw_handshake(server.port, key="short")
+    assert " 400 " in status
+    s.close()
+    s, status, _, _ = raw_handshake(server.port, path="/elsewhere")
+    assert " 404 " in status
+    s.close()
+    # Plain REST still works beside upgrades.
+    assert server.req("GET", "/parse/health").status_code == 200
+
+
+# --- protocol -------------------------------------------------------------------------------
+
+def test_protocol_errors_and_units(server):
+    async def go():
+        async with websockets.connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"op": "subscribe", "requestId": 1, "query": {"className": "A"}}))
+            m = await recv_json(ws)
+            assert (m["op"], m["code"], m["requestId"], m["reconnect"]) == ("error", 2, 1, False)
+            await ws.send("{not json")
+            m = await recv_json(ws)
+            assert (m["op"], m["code"]) == ("error", 1)
+            await ws.send(json.dumps([1, 2]))
+            assert (await recv_json(ws))["code"] == 1
+            await ws.send(json.dumps({"op": "connect", "applicationId": APP_ID}))
+            m = await recv_json(ws)
+            assert m["op"] == "connected" and m["clientId"]
+            client_id = m["clientId"]
+            await ws.send(json.dumps({"op": "dance", "requestId": 4}))
+            m = await recv_json(ws)
+            assert (m["code"], m["requestId"]) == (3, 4)
+            await ws.send(json.dumps({"op": "subscribe", "query": {"className": "A"}}))
+            assert (await recv_json(ws))["code"] == 1
+            await ws.send(json.dumps({"op": "subscribe", "requestId": 7, "query": {"where": {}}}))
+            m = await recv_json(ws)
+            assert (m["code"], m["requestId"]) == (1, 7)
+            await ws.send(json.dumps({"op": "subscribe", "requestId": 7,
+                                      "query": {"className": "A", "where": {"n": 1}, "fields": ["n"]}}))
+            m = await recv_json(ws)
+            assert m == {"op": "subscribed", "clientId": client_id, "requestId": 7}
+            await ws.send(json.dumps({"op": "update", "requestId": 7, "query": {"className": "A", "where": {"n": 2}}}))
+            assert (await recv_json(ws)) == {"op": "subscribed", "clientId": client_id, "requestId": 7}
+            await ws.send(json.dumps({"op": "unsubscribe", "requestId": 7}))
+            assert (await recv_json(ws)) == {"op": "unsubscribed", "clientId": client_id, "requestId": 7}
+            await ws.send(json.dumps({"op": "unsubscribe", "requestId": 7}))
+            assert (await recv_json(ws))["code"] == 1
+    run(go())
+    # connect, subscribe, update, unsubscribe: one unit each (the upgrade and bad messages are free).
+    r = server.req("GET", "/admin/usage", params={"by": "function"}, master=True)
+    assert r.status_code == 200, r.text
+    rows = {row["key"]: row["units"] for row in r.json()["rows"]}
+    assert rows.get("api:livequery.connect") == 1, rows
+    assert rows.get("api:livequery.subscribe") == 1, rows
+    assert rows.get("api:livequery.update") == 1, rows
+    assert rows.get("api:livequery.unsubscribe") == 1, rows
+
+
+def test_refused_connect_closes(server):
+    _, token = signup(server, "ann")
+
+    async def refused(msg):
+        async with websockets.connect(ws_url(server)) as ws:
+            await ws.send(json.dumps(msg))
+            m = await recv_json(ws)
+            with pytest.raises(websockets.ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 20)
+            return m
+
+    async def go():
+        m = await refused({"op": "connect", "applicationId": "wrong"})
+        assert (m["op"], m["code"], m["reconnect"]) == ("error", 119, False)
+        m = await refused({"op": "connect", "applicationId": APP_ID, "masterKey": "nope"})
+        assert m["code"] == 119
+        m = await refused({"op": "connect", "applicationId": APP_ID, "sessionToken": "r:bogus"})
+        assert m["code"] == 209
+        ws = await connected(server, sessionToken=token)
+        await ws.close()
+        ws = await connected(server, masterKey=MASTER_KEY)
+        await ws.close()
+    run(go())
+
+
+def test_oversized_message_gets_error_then_1009(server):
+    async def go():
+        ws = await connected(server)
+        await ws.send(json.dumps({"op": "x" * (70 * 1024)}))
+        m = await recv_json(ws)
+        assert (m["op"], m["code"]) == ("error", 1) and "too large" in m["error"]
+        with pytest.raises(websockets.ConnectionClosed) as e:
+            await asyncio.wait_for(ws.recv(), 20)
+        assert e.value.rcvd is not None and e.value.rcvd.code == 1009
+        # A message just under the cap is answered normally.
+        ws = await connected(server)
+        await ws.send(json.dumps({"op": "y" * (60 * 1024)}))
+        m = await recv_json(ws)
+        assert m["code"] == 3 and len(m["error"]) < 100
+        await ws.close()
+    run(go())
+
+
+def test_subscription_flood_is_capped(server):
+    async def go():
+        ws = await connected(server)
+        for i in range(130):
+            await ws.send(json.dumps({"op": "subscribe", "requestId": i + 1,
+                                      "query": {"className": "Flood", "where": {"i": i}}}))
+        got = [await recv_json(ws) for _ in range(130)]
+        ok = [m for m in got if m["op"] == "subscribed"]
+        refused = [m for m in got if m["op"] == "error"]
+        assert len(ok) == 100 and len(refused) == 30
+        assert all(m["code"] == 155 and m["reconnect"] is False and "requestId" in m for m in refused)
+        # The socket stays usable.
+        await ws.send(json.dumps({"op": "unsubscribe", "requestId": 1}))
+        assert (await recv_json(ws))["op"] == "unsubscribed"
+        await ws.close()
+    run(go())
+
+
+def test_bad_frames_are_cut(server):
+    # An unmasked client frame is a protocol error (1002); garbage bytes are cut too.
+    s, status, _, _ = raw_handshake(server.port)
+    assert "101" in status
+    s.sendall(masked_frame(b'{"op":"connect"}', mask=False))
+    frames = read_frames_until_close(s)
+    assert frames and frames[-1][0] == 8 and struct.unpack("!H", frames[-1][1][:2])[0] == 1002
+    s.close()
+    s, status, _, _ = raw_handshake(server.port)
+    s.sendall(b"\xff\xff\xff\xff" * 64)
+    frames = read_frames_until_close(s)
+    assert all(op in (8,) for op, _ in frames)
+    s.close()
+    # Frames sent together with the handshake are parsed (bytes libmicrohttpd read early).
+    key = base64.b64encode(os.urandom(16)).decode()
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+    s.sendall((f"GET /parse HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+              + masked_frame(json.dumps({"op": "connect", "applicationId": APP_ID}).encode()))
+    s.settimeout(20)
+    data = b""
+    while b'"op":"connected"' not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    assert b'"op":"connected"' in data
+    s.close()
+    assert server.req("GET", "/parse/health").status_code == 200
+
+
+def test_dead_peer_dropped_after_two_missed_pongs(server_factory):
+    server = server_factory(env={"MOONBASE_LIVEQUERY_PING_MS": "300"}).start()
+    s, status, _, _ = raw_handshake(server.port)
+    assert "101" in status
+    t0 = time.time()
+    frames = read_frames_until_close(s, timeout=30)
+    waited = time.time() - t0
+    pings = [f for f in frames if f[0] == 9]
+    assert len(pings) >= 2, frames
+    assert waited < 25
+    s.close()
+
+    async def alive():
+        # A client that answers pings (the websockets library does) stays connected.
+        ws = await connected(server)
+        await asyncio.sleep(2.5)
+        await ws.send(json.dumps({"op": "subscribe", "requestId": 1, "query": {"className": "A"}}))
+        assert (await recv_json(ws))["op"] == "subscribed"
+        await ws.close()
+    run(alive())
+
+
+def test_connection_caps(server_factory):
+    server = server_factory(env={"MOONBASE_LIVEQUERY_MAX_PER_IP": "3", "MOONBASE_LIVEQUERY_MAX_PER_USER": "2"}).start()
+    _, token = signup(server, "capped")
+
+    async def go():
+        a = await connected(server, sessionToken=token)
+        b = await connected(server, sessionToken=token)
+        c = await websockets.connect(ws_url(server))
+        await c.send(json.dumps({"op": "connect", "applicationId": APP_ID, "sessionToken": token}))
+        m = await recv_json(c)
+        assert (m["op"], m["code"]) == ("error", 155)
+        with pytest.raises(websockets.ConnectionClosed):
+            await asyncio.wait_for(c.recv(), 20)
+        await asyncio.sleep(0.3)
+        # Three sockets from this address are open at most.
+        d = await websockets.connect(ws_url(server))
+        with pytest.raises(websockets.InvalidStatus) as e:
+            await websockets.connect(ws_url(server))
+        assert e.value.response.status_code == 429
+        await d.close()
+        await a.close()
+        await b.close()
+    run(go())
+
+
+def test_thousand_connections_dropped_abruptly(server):
+    base = rss_anon_kib(server.proc.pid)
+
+    async def go():
+        conns = []
+        for start in range(0, 1000, 100):
+            conns += await asyncio.gather(*(connected(server) for _ in range(100)))
+        # REST answers promptly while they are held.
+        lat = []
+        for _ in range(20):
+            t = time.time()
+            assert server.req("GET", "/parse/health").status_code == 200
+            lat.append(time.time() - t)
+        assert max(lat) < 2.0
+        for ws in conns:
+            ws.transport.abort()
+    run(go())
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if rss_anon_kib(server.proc.pid) < base + 12 * 1024:
+            break
+        time.sleep(0.5)
+    assert rss_anon_kib(server.proc.pid) < base + 12 * 1024, (base, rss_anon_kib(server.proc.pid))
+    r = server.req("POST", "/parse/classes/After", {"ok": True})
+    assert r.status_code == 201
+
+
+# --- Lua triggers ---------------------------------------------------------------------------
+
+TRIGGERS = r'''
+cloud.beforeConnect(function(req)
+  if req.installationId == "blocked" then cloud.error(141, "installation blocked") end
+end)
+cloud.beforeSubscribe("Secret", function(req)
+  cloud.error(119, "no secrets for " .. (req.user and req.user.username or "anonymous"))
+end)
+cloud.beforeSubscribe("Narrow", function(req)
+  req.query.where = {kind = "only-this"}
+end)
+cloud.onLiveQueryEvent(function(req)
+  db.create("Presence", {event = req.event, clientId = req.clientId,
+                         user = req.user and req.user.username or json.null,
+                         className = req.className or json.null}, {master = true})
+end)
+'''
+
+
+def presence(server):
+    r = server.req("GET", "/parse/classes/Presence", params={"order": "createdAt", "limit": 100}, master=True)
+    assert r.status_code == 200, r.text
+    return [(o["event"], o.get("user"), o.get("className"), o["clientId"]) for o in r.json()["results"]]
+
+
+def test_triggers_refuse_edit_and_presence(server_factory):
+    server = server_factory(functions={"live.lua": TRIGGERS}).start()
+    _, token = signup(server, "bob")
+
+    async def go():
+        async with websockets.connect(ws_url(server)) as ws:
+            await ws.send(json.dumps({"op": "connect", "applicationId": APP_ID, "installationId": "blocked"}))
+            m = await recv_json(ws)
+            assert (m["code"], m["error"]) == (141, "installation blocked")
+            with pytest.raises(websockets.ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 20)
+        ws = await connected(server, sessionToken=token, installationId="ok")
+        await ws.send(json.dumps({"op": "subscribe", "requestId": 1, "query": {"className": "Secret"}}))
+        m = await recv_json(ws)
+        assert (m["op"], m["code"], m["error"], m["requestId"]) == ("error", 119, "no secrets for bob", 1)
+        await ws.send(json.dumps({"op": "subscribe", "requestId": 2, "query": {"className": "Narrow"}}))
+        assert (await recv_json(ws))["op"] == "subscribed"
+        await ws.send(json.dumps({"op": "unsubscribe", "requestId": 2}))
+        assert (await recv_json(ws))["op"] == "unsubscribed"
+        await ws.close()
+        return None
+    run(go())
+    deadline = time.time() + 20
+    while time.time() < deadline and len(presence(server)) < 4:
+        time.sleep(0.1)
+    rows = presence(server)
+    assert [(e, u, c) for e, u, c, _ in rows] == [
+        ("connect", "bob", None), ("subscribe", "bob", "Narrow"), ("unsubscribe", "bob", "Narrow"),
+        ("disconnect", "bob", None)], rows
+    assert len({r[3] for r in rows}) == 1
+
+
+def test_shutdown_fires_disconnect(server_factory):
+    server = server_factory(functions={"live.lua": TRIGGERS}).start()
+
+    async def hold():
+        ws = await connected(server)
+        deadline = time.time() + 20
+        while time.time() < deadline and not presence(server):
+            await asyncio.sleep(0.1)
+        server.stop()
+        with pytest.raises(websockets.ConnectionClosed) as e:
+            await asyncio.wait_for(ws.recv(), 20)
+        assert e.value.rcvd is None or e.value.rcvd.code == 1001
+    run(hold())
+    server.start()
+    assert [e for e, _, _, _ in presence(server)] == ["connect", "disconnect"]
