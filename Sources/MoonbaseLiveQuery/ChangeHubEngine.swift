@@ -39,7 +39,7 @@ final class HubSink: EventSink {
 
 /// What the engine needs to know about viewers, answered by the server's services: sessions,
 /// class permissions and the `afterFind` trigger (run on the engine's delivery thread, never on
-/// an I/O thread). Roles do not exist yet: none are held.
+/// an I/O thread), and role memberships.
 public struct ServicesViewerHost: ViewerHost {
     let services: Services
 
@@ -49,7 +49,8 @@ public struct ServicesViewerHost: ViewerHost {
         guard let s = try services.auth.resolveSession(sessionToken) else {
             throw ParseError(.invalidSessionToken, "Invalid session token")
         }
-        return Viewer(identity: .user(s.userId), sessionToken: sessionToken)
+        let identity = try services.store.identity(forUser: s.userId)
+        return Viewer(identity: identity, sessionToken: sessionToken, roles: Set(identity.roles))
     }
 
     public func isCurrent(_ viewer: Viewer) -> Bool {
@@ -61,7 +62,17 @@ public struct ServicesViewerHost: ViewerHost {
         }
     }
 
-    public func roleNames(of identity: Identity) -> Set<String> { [] }
+    /// Asked before each delivery: the store caches memberships per user and clears the cache on
+    /// every `_Role` write, so a user removed from a role stops receiving that role's objects at
+    /// the next event. A lookup that fails admits no role (fail closed).
+    public func roleNames(of identity: Identity) -> Set<String> {
+        guard let uid = identity.userId else { return [] }
+        do throws(ParseError) {
+            return Set(try services.store.identity(forUser: uid).roles)
+        } catch {
+            return []
+        }
+    }
 
     public func classPermissions(_ className: String) -> JSONObject? { services.store.catalog.schema(className)?.clp }
 
