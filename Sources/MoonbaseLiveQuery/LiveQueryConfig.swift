@@ -31,17 +31,18 @@ extension LiveQueryConfig {
     /// `…_PING_MS` (positive integers; anything else is ignored with the default kept).
     public static func fromEnvironment() -> LiveQueryConfig {
         var c = LiveQueryConfig()
-        func int(_ suffix: String) -> Int? {
-            guard let p = getenv("MOONBASE_LIVEQUERY_" + suffix), let v = Int(String(cString: p)), v > 0 else { return nil }
+        // Full names, so that the documentation check finds each variable in the code.
+        func int(_ name: String) -> Int? {
+            guard let p = getenv(name), let v = Int(String(cString: p)), v > 0 else { return nil }
             return v
         }
-        if let v = int("MAX_CONNECTIONS") { c.maxConnections = v }
-        if let v = int("MAX_PER_IP") { c.maxConnectionsPerIP = v }
-        if let v = int("MAX_PER_USER") { c.maxConnectionsPerUser = v }
-        if let v = int("MAX_SUBSCRIPTIONS") { c.maxSubscriptionsPerConnection = v }
-        if let v = int("MAX_MESSAGE_BYTES") { c.maxMessageBytes = v }
-        if let v = int("SEND_QUEUE_BYTES") { c.sendQueueBytes = v }
-        if let v = int("PING_MS") { c.pingIntervalMillis = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_CONNECTIONS") { c.maxConnections = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_PER_IP") { c.maxConnectionsPerIP = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_PER_USER") { c.maxConnectionsPerUser = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_SUBSCRIPTIONS") { c.maxSubscriptionsPerConnection = v }
+        if let v = int("MOONBASE_LIVEQUERY_MAX_MESSAGE_BYTES") { c.maxMessageBytes = v }
+        if let v = int("MOONBASE_LIVEQUERY_SEND_QUEUE_BYTES") { c.sendQueueBytes = v }
+        if let v = int("MOONBASE_LIVEQUERY_PING_MS") { c.pingIntervalMillis = v }
         return c
     }
 }
