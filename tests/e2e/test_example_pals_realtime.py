@@ -82,7 +82,7 @@ async def inbox(app, token):
 
 async def follow(user, app, ada_id):
     """A member's (or the stranger's) connection: ada's state, text chat, notifications, path
-    points and journeys."""
+    points, journeys and groups."""
     box = await inbox(app, user.token)
     ws = box.ws
     await subscribe(ws, 1, "MemberState", {"user": PTR("_User", ada_id)})
@@ -90,6 +90,7 @@ async def follow(user, app, ada_id):
     await subscribe(ws, 3, "Notification")
     await subscribe(ws, 4, "PathPoint")
     await subscribe(ws, 5, "Journey")
+    await subscribe(ws, 6, "Group")
     return box
 
 
@@ -119,6 +120,8 @@ def test_members_receive_locations_sos_journeys_chat_and_the_stranger_nothing(ap
         await b.expect(5, "update", lambda o: o["status"] == "arrived")
         await b.expect(3, "create", lambda o: o["kind"] == "journeyArrived")
         await b.expect(1, "update", lambda o: o["location"] == FAR and o["state"] == "Active")
+        ada.ok("renameGroup", {"groupId": fam, "name": "Home"})
+        await b.expect(6, "update", lambda o: o["name"] == "Home" and o["objectId"] == fam)
         ada.ok("sendMessage", {"groupId": fam, "text": "home safe"})
         await b.expect(2, "create", lambda o: o["text"] == "home safe" and o["author"]["objectId"] == ada.id)
         # Stop sharing: ben's subscriptions to ada's state and path get a leave, then nothing.
@@ -129,8 +132,9 @@ def test_members_receive_locations_sos_journeys_chat_and_the_stranger_nothing(ap
         ada.ok("updateLocation", {"location": HOME})
         ada.ok("sendMessage", {"groupId": fam, "text": "still chatting"})
         await b.expect(2, "create", lambda o: o["text"] == "still chatting")
+        ada.ok("createGroup", {"name": "Ada's secret group"})   # ben is not in it
         rest = await b.drain(1.0)
-        assert [m for m in rest if m.get("requestId") in (1, 4)] == [], rest
+        assert [m for m in rest if m.get("requestId") in (1, 4, 6)] == [], rest
         # The stranger received nothing at all.
         assert await e.drain(0.5) == []
         await b.close()

@@ -44,7 +44,9 @@ cloud.define("createGroup", {requireUser = true}, function(req)
   local name = u.textParam(req.params or {}, "name", 60)
   local me = req.user.objectId
   return db.transaction(function()
-    local g = db.create("Group", {name = name, createdBy = u.user(me), memberCount = 1}, MASTER)
+    -- Readable by its creator until the role exists (the id names the role), never by anyone else.
+    local g = db.create("Group", {name = name, createdBy = u.user(me), memberCount = 1,
+      ACL = {[me] = {read = true}}}, MASTER)
     db.create("_Role", {name = pals.roleName(g.objectId), ACL = pals.groupReadACL(g.objectId),
       users = {__op = "AddRelation", objects = {u.user(me)}}}, MASTER)
     db.create("Membership", {group = u.ptr("Group", g.objectId), user = u.user(me)}, MASTER)

@@ -40,7 +40,8 @@ cloud.job("seedDemo", function(req)
   end
   req.progress(0.3, "users ready")
   local function group(name, members)
-    local g = db.create("Group", {name = name, createdBy = u.user(ids[members[1]]), memberCount = #members}, MASTER)
+    local g = db.create("Group", {name = name, createdBy = u.user(ids[members[1]]), memberCount = #members,
+      ACL = {[ids[members[1]]] = {read = true}}}, MASTER)
     local ptrs = {}
     for i, m in ipairs(members) do ptrs[i] = u.user(ids[m]) end
     db.create("_Role", {name = pals.roleName(g.objectId), ACL = pals.groupReadACL(g.objectId),
