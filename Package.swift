@@ -53,7 +53,7 @@ let package = Package(
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseAPI", "MoonbaseAuth", "MoonbaseLua", "MoonbaseQuota",
                            "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "CWslay", "CEpoll"],
             swiftSettings: swiftSettings),
-        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery", "MoonbaseRealtime"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
         // `make bench`: CPU per 1 KB JSON parse/encode (DESIGN §9's JSON budget).
         .executableTarget(name: "jsonbench", dependencies: ["MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),

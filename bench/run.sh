@@ -219,7 +219,7 @@ if [ "${SKIP_REALTIME:-0}" != 1 ]; then
   wait_quiet
   log "R2: one write matched by 1,000 subscribers"
   (cd "$HERE/realtime" && MOONBASE_BIN="$MOONBASE_BIN" "$PY" r2_fanout.py --subscribers "${R2_SUBS:-1000}" \
-     --out "$OUT/moonbase/r2.json") || log "R2 failed"
+     --peer "${R2_PEER:-pocketbase}" --out "$OUT/moonbase/r2.json") || log "R2 failed"
 fi
 
 # --- 7. report ---------------------------------------------------------------------------------

@@ -16,6 +16,8 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// When set, the response streams this file instead of `body`.
     public var file: HTTPFileBody?
+    /// When set, the body is produced incrementally by this stream instead of `body`.
+    public var stream: HTTPStreamBody?
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = [], file: HTTPFileBody? = nil) {
         self.status = status

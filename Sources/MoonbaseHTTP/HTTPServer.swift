@@ -129,6 +129,7 @@ public final class HTTPServer: Sendable {
         }
         core.closing.store(true, ordering: .relaxed)
         let listenFD = MHD_quiesce_daemon(handle.raw)
+        core.streams.finishAll()
         let deadline = monotonicNanos() + UInt64(max(0, graceMillis)) * 1_000_000
         while core.inFlight.load(ordering: .relaxed) > 0 && monotonicNanos() < deadline {
             usleep(2_000)

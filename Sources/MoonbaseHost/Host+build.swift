@@ -47,7 +47,8 @@ public final class Host: Sendable {
         let flusher = serving && config.accounting ? UsageFlusher(quota: quota, sink: usage) : nil
         let services = Services(config: config, masterKey: masterKey, clock: clock, database: database, store: store,
                                 auth: auth, quota: quota, metrics: metrics, files: files, cloud: cloud, jobs: jobs,
-                                usage: usage, usageFlusher: flusher)
+                                usage: usage, usageFlusher: flusher,
+                                realtime: try RealtimeService(store: store, auth: auth, cloud: cloud, metrics: metrics))
         let api = try API(services: services)
         // Declarations and routes follow every generation; the first load happens here.
         cloud.observeReload { gen in

@@ -2,7 +2,6 @@ import MoonbaseAPI
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseLiveQuery
-import MoonbaseRealtime
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,
@@ -43,10 +42,7 @@ enum ServeCommand {
         let host = try Host.build(c, serving: true)
         let s = host.services
         let server: HTTPServer
-        // The realtime engine: the store publishes each commit's changes to it.
-        let hub = try ChangeHub(store: s.store, visibility: Visibility(host: ServicesViewerHost(services: s)))
-        s.store.context.changes.set(hub)
-        let live = try LiveQueryServer(config: .fromEnvironment(), services: s, engine: ChangeHubEngine(hub: hub))
+        let live = try LiveQueryServer(config: .fromEnvironment(), services: s, engine: ChangeHubEngine(hub: s.realtime.hub))
         do {
             var httpConfig = HTTPServerConfig(
                 host: c.host, port: c.port, ioThreads: c.ioThreads, workers: c.workers,
@@ -60,6 +56,7 @@ enum ServeCommand {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
         }
         s.usageFlusher?.start()
+        s.realtime.start()
         s.jobs.scheduler.start()
         host.watcher?.start()
         Log.info("moonbase serving on http://\(c.host):\(server.port) (data \(c.dataDir), functions \(c.functionsDir), cron \(c.cronDir))")
@@ -71,7 +68,7 @@ enum ServeCommand {
         // must get its upgraded sockets back before it stops.
         live.shutdown()
         server.shutdown(graceMillis: c.shutdownGraceMs)
-        hub.stop()
+        s.realtime.stop()
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
         s.usageFlusher?.shutdown()

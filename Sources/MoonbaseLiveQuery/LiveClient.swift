@@ -281,7 +281,7 @@ final class LiveClient: Sendable {
         } catch {
             return sendError(code: error.code.rawValue, error.message, requestId: rid)
         }
-        let sub = LiveSub(client: self, requestId: rid, className: spec.className)
+        let sub = LiveSub(client: self, requestId: rid, className: spec.className, account: account(identity))
         if let engine = server.engine {
             do throws(ParseError) {
                 let id = try engine.subscribe(spec, viewer: LiveViewer(identity: identity, sessionToken: token), target: sub)
@@ -456,13 +456,16 @@ final class LiveSub: LiveQueryEventTarget, Sendable {
     unowned let client: LiveClient
     let requestId: Int64
     let className: String
+    /// Delivered events cost no unit; they are counted (events, bytes) on this account.
+    let account: Account
     let engineId = Atomic<UInt64>(0)
     private let held = Mutex<[[UInt8]]?>([])
 
-    init(client: LiveClient, requestId: Int64, className: String) {
+    init(client: LiveClient, requestId: Int64, className: String, account: Account) {
         self.client = client
         self.requestId = requestId
         self.className = className
+        self.account = account
     }
 
     /// Sends `subscribed`, then the events held meanwhile.
@@ -485,13 +488,18 @@ final class LiveSub: LiveQueryEventTarget, Sendable {
         if let orig = event.original { o["original"] = .object(orig) }
         o["seq"] = .int(event.seq)
         let bytes = JSON.encode(.object(o))
-        return held.withLock { h in
+        let ok = held.withLock { h in
             if h != nil {
                 h!.append(bytes)
                 return true
             }
             return client.sendBytes(bytes)
         }
+        if ok {
+            client.server.services.quota.recordEvent(account: account, bytes: Int64(bytes.count))
+            client.server.bytesOut.add(bytes.count, ordering: .relaxed)
+        }
+        return ok
     }
 
     func terminated(_ error: ParseError, reconnect: Bool) {

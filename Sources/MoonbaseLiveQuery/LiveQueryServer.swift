@@ -3,6 +3,7 @@ import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseHTTP
 import MoonbaseJSON
+import MoonbaseQuota
 import Synchronization
 
 #if canImport(Glibc)
@@ -31,6 +32,8 @@ public final class LiveQueryServer: HTTPUpgradeHandler, WebSocketDelegate, @unch
     /// Worker jobs submitted and not finished (shutdown waits for the disconnect triggers).
     let pendingJobs = Atomic<Int>(0)
     let stopped = Atomic<Bool>(false)
+    /// Event bytes queued to WebSocket clients (for `/metrics`).
+    let bytesOut = Atomic<Int>(0)
 
     public init(config: LiveQueryConfig, services: Services, engine: (any LiveQueryEngine)?) throws(ParseError) {
         self.config = config
@@ -39,6 +42,13 @@ public final class LiveQueryServer: HTTPUpgradeHandler, WebSocketDelegate, @unch
         for _ in 0..<max(1, config.loops) {
             loops.append(try WebSocketLoop(pingInterval: .milliseconds(config.pingIntervalMillis),
                                            maxMessage: config.maxMessageBytes, delegate: self))
+        }
+        let reg = services.metrics.registry
+        reg.gauge("moonbase_livequery_connections", help: "Open LiveQuery WebSocket connections.") { [unowned self] in
+            [MetricSample(value: Double(self.connectionCount))]
+        }
+        reg.counter("moonbase_livequery_bytes_total", help: "Event bytes queued to LiveQuery WebSocket clients.") {
+            [unowned self] in [MetricSample(value: Double(self.bytesOut.load(ordering: .relaxed)))]
         }
     }
 

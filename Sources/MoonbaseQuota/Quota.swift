@@ -154,6 +154,12 @@ public final class Quota: Sendable {
         self.usage.add(usage, hour: UTCCalendar.hourStart(clock.nowMillis()))
     }
 
+    /// Counts one realtime event delivered to `account` (`bytes` sent): no unit is charged.
+    public func recordEvent(account: Account, bytes: Int64) {
+        guard config.accountingEnabled else { return }
+        usage.add(UsageCounts(bytesOut: bytes, events: 1), account: account, hour: UTCCalendar.hourStart(clock.nowMillis()))
+    }
+
     /// Adds one request's usage to the hour containing `now`.
     public func record(_ usage: RequestUsage, now: Int64) {
         guard config.accountingEnabled else { return }

@@ -57,6 +57,17 @@ final class UsageAggregator: Sendable {
         }
     }
 
+    /// Adds counts to an account's row and the app's (realtime events: no unit, no target).
+    func add(_ counts: UsageCounts, account: Account, hour: Int64) {
+        let stripe = stripes[threadSlot.value.index & mask]
+        stripe.state.withLock { table in
+            table.addApp(counts, hour: hour)
+            if account != .app {
+                table.rows[UsageBucket(kind: .account, key: account.key, hour: hour), default: UsageCounts()].add(counts)
+            }
+        }
+    }
+
     /// Adds already-aggregated rows back (a batch whose write failed).
     func add(rows: [UsageRow]) {
         let stripe = stripes[threadSlot.value.index & mask]

@@ -12,9 +12,13 @@ public struct UsageCounts: Hashable, Sendable {
     public var wallMicros: Int64 = 0
     public var bytesIn: Int64 = 0
     public var bytesOut: Int64 = 0
+    /// Realtime events delivered (they cost no unit).
+    public var events: Int64 = 0
 
     public init(units: Int64 = 0, refused: Int64 = 0, dbReads: Int64 = 0, dbWrites: Int64 = 0,
-                luaCpuMicros: Int64 = 0, wallMicros: Int64 = 0, bytesIn: Int64 = 0, bytesOut: Int64 = 0) {
+                luaCpuMicros: Int64 = 0, wallMicros: Int64 = 0, bytesIn: Int64 = 0, bytesOut: Int64 = 0,
+                events: Int64 = 0) {
+        self.events = events
         self.units = units
         self.refused = refused
         self.dbReads = dbReads
@@ -36,6 +40,7 @@ public struct UsageCounts: Hashable, Sendable {
         wallMicros &+= other.wallMicros
         bytesIn &+= other.bytesIn
         bytesOut &+= other.bytesOut
+        events &+= other.events
     }
 
     public var isZero: Bool { self == UsageCounts() }

@@ -15,7 +15,7 @@ public enum UsageGrouping: String, Sendable, CaseIterable {
 }
 
 /// One row of a usage report, in DESIGN §10's shape:
-/// `{"key","units","refused","dbReads","dbWrites","luaCpuMs","wallMs","bytesIn","bytesOut"}`.
+/// `{"key","units","refused","dbReads","dbWrites","luaCpuMs","wallMs","bytesIn","bytesOut","events"}`.
 public struct UsageReportRow: Sendable, Hashable {
     public var key: String
     public var units: Int64
@@ -26,9 +26,12 @@ public struct UsageReportRow: Sendable, Hashable {
     public var wallMs: Double
     public var bytesIn: Int64
     public var bytesOut: Int64
+    /// Realtime events delivered to the account (free of units).
+    public var events: Int64
 
     public init(key: String, units: Int64, refused: Int64, dbReads: Int64, dbWrites: Int64,
-                luaCpuMs: Double, wallMs: Double, bytesIn: Int64, bytesOut: Int64) {
+                luaCpuMs: Double, wallMs: Double, bytesIn: Int64, bytesOut: Int64, events: Int64 = 0) {
+        self.events = events
         self.key = key
         self.units = units
         self.refused = refused
@@ -43,11 +46,11 @@ public struct UsageReportRow: Sendable, Hashable {
     init(key: String, counts c: UsageCounts) {
         self.init(key: key, units: c.units, refused: c.refused, dbReads: c.dbReads, dbWrites: c.dbWrites,
                   luaCpuMs: Double(c.luaCpuMicros) / 1000, wallMs: Double(c.wallMicros) / 1000,
-                  bytesIn: c.bytesIn, bytesOut: c.bytesOut)
+                  bytesIn: c.bytesIn, bytesOut: c.bytesOut, events: c.events)
     }
 
     /// The JSON field names, in the order above.
-    public static let fieldNames = ["key", "units", "refused", "dbReads", "dbWrites", "luaCpuMs", "wallMs", "bytesIn", "bytesOut"]
+    public static let fieldNames = ["key", "units", "refused", "dbReads", "dbWrites", "luaCpuMs", "wallMs", "bytesIn", "bytesOut", "events"]
 }
 
 /// A usage report over [from, to): `{"from","to","by","rows":[…]}` (DESIGN §10).

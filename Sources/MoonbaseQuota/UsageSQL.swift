@@ -31,6 +31,7 @@ public enum UsageSQL {
           wall_us INTEGER NOT NULL DEFAULT 0,
           bytes_in INTEGER NOT NULL DEFAULT 0,
           bytes_out INTEGER NOT NULL DEFAULT 0,
+          events INTEGER NOT NULL DEFAULT 0,
           PRIMARY KEY (kind, key, hour)
         ) WITHOUT ROWID
         """,
@@ -45,10 +46,10 @@ public enum UsageSQL {
     ]
 
     /// Adds one row's deltas. ?1 hour, ?2 kind, ?3 key, ?4 units, ?5 refused, ?6 db_reads,
-    /// ?7 db_writes, ?8 lua_cpu_us, ?9 wall_us, ?10 bytes_in, ?11 bytes_out (all integers but kind/key).
+    /// ?7 db_writes, ?8 lua_cpu_us, ?9 wall_us, ?10 bytes_in, ?11 bytes_out, ?12 events (all integers but kind/key).
     public static let upsertUsage = """
-        INSERT INTO _mb_usage (hour, kind, key, units, refused, db_reads, db_writes, lua_cpu_us, wall_us, bytes_in, bytes_out)
-        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+        INSERT INTO _mb_usage (hour, kind, key, units, refused, db_reads, db_writes, lua_cpu_us, wall_us, bytes_in, bytes_out, events)
+        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
         ON CONFLICT (kind, key, hour) DO UPDATE SET
           units = units + excluded.units,
           refused = refused + excluded.refused,
@@ -57,8 +58,12 @@ public enum UsageSQL {
           lua_cpu_us = lua_cpu_us + excluded.lua_cpu_us,
           wall_us = wall_us + excluded.wall_us,
           bytes_in = bytes_in + excluded.bytes_in,
-          bytes_out = bytes_out + excluded.bytes_out
+          bytes_out = bytes_out + excluded.bytes_out,
+          events = events + excluded.events
         """
+
+    /// Adds `events` to a usage table created before it existed (errors when present: ignore).
+    public static let addEventsColumn = "ALTER TABLE _mb_usage ADD COLUMN events INTEGER NOT NULL DEFAULT 0"
 
     /// Replaces one window's count. ?1 key, ?2 minute, ?3 count.
     public static let upsertWindow = """
@@ -81,12 +86,12 @@ public enum UsageSQL {
     /// Columns every report query returns, in this order (`UsageReportRow`'s fields).
     static let sums = """
         SUM(units), SUM(refused), SUM(db_reads), SUM(db_writes), SUM(lua_cpu_us) / 1000.0, \
-        SUM(wall_us) / 1000.0, SUM(bytes_in), SUM(bytes_out)
+        SUM(wall_us) / 1000.0, SUM(bytes_in), SUM(bytes_out), SUM(events)
         """
 
     /// The report query for a grouping. ?1 from, ?2 to (ms, hour-aligned: see
     /// `UsageReport.range`). Each row: key TEXT, units, refused, dbReads, dbWrites (INTEGER),
-    /// luaCpuMs, wallMs (REAL), bytesIn, bytesOut (INTEGER).
+    /// luaCpuMs, wallMs (REAL), bytesIn, bytesOut, events (INTEGER).
     ///
     /// - `account`: one row per account (`app` first: it holds every charged request), then by units.
     /// - `function`: one row per function/route/class key, by units.

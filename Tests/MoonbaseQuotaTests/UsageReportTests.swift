@@ -81,7 +81,7 @@ struct UsageReportTests {
                 let c = row.counts
                 func half(_ v: Int64) -> Int64 { pass == 0 ? v / 2 : v - v / 2 }
                 let values: [String] = [String(row.hour), quote(row.kind.rawValue), quote(row.key)]
-                    + [c.units, c.refused, c.dbReads, c.dbWrites, c.luaCpuMicros, c.wallMicros, c.bytesIn, c.bytesOut].map { String(half($0)) }
+                    + [c.units, c.refused, c.dbReads, c.dbWrites, c.luaCpuMicros, c.wallMicros, c.bytesIn, c.bytesOut, c.events].map { String(half($0)) }
                 script += ".param clear\n"
                 for (i, v) in values.enumerated() { script += ".param set ?\(i + 1) \(v)\n" }
                 script += UsageSQL.upsertUsage + ";\n"
@@ -115,10 +115,10 @@ struct UsageReportTests {
         for g in UsageGrouping.allCases {
             let expected = UsageReport.aggregate(rows, from: range.from, to: range.to, by: g).rows
             let got = try (sections[g.rawValue] ?? []).map { f throws -> UsageReportRow in
-                try #require(f.count == 9, "\(f)")
+                try #require(f.count == 10, "\(f)")
                 return UsageReportRow(key: f[0], units: Int64(f[1])!, refused: Int64(f[2])!, dbReads: Int64(f[3])!,
                                       dbWrites: Int64(f[4])!, luaCpuMs: Double(f[5])!, wallMs: Double(f[6])!,
-                                      bytesIn: Int64(f[7])!, bytesOut: Int64(f[8])!)
+                                      bytesIn: Int64(f[7])!, bytesOut: Int64(f[8])!, events: Int64(f[9])!)
             }
             #expect(got == expected, "by=\(g.rawValue)")
             #expect(!got.isEmpty)

@@ -204,3 +204,27 @@ def frames_of(data):
         out.append((op, data[i:i + n]))
         data = data[i + n:]
     return out
+
+
+def test_events_counted_in_usage_and_metrics(server):
+    async def go():
+        ws = await connected(server)
+        await subscribe(ws, 1, {"className": "Count"})
+        for i in range(3):
+            server.req("POST", "/parse/classes/Count", {"i": i}, master=True)
+        for _ in range(3):
+            assert (await recv_json(ws))["op"] == "create"
+        text = server.req("GET", "/metrics").text
+        assert "moonbase_livequery_connections 1" in text, text[-2000:]
+        await ws.close()
+    run(go())
+    deadline = time.time() + 20
+    rows = []
+    while time.time() < deadline:
+        r = server.req("GET", "/admin/usage", params={"by": "account"}, master=True)
+        rows = [row for row in r.json()["rows"] if row["key"] == "ip:127.0.0.1"]
+        if rows and rows[0].get("events", 0) >= 3:
+            break
+        time.sleep(0.5)
+    assert rows and rows[0]["events"] == 3, rows
+    assert rows[0]["bytesOut"] > 0

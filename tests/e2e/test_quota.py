@@ -14,7 +14,7 @@ import time
 
 from conftest import BIN, MASTER_KEY
 
-ROW_KEYS = {"key", "units", "refused", "dbReads", "dbWrites", "luaCpuMs", "wallMs", "bytesIn", "bytesOut"}
+ROW_KEYS = {"key", "units", "refused", "dbReads", "dbWrites", "luaCpuMs", "wallMs", "bytesIn", "bytesOut", "events"}
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
 

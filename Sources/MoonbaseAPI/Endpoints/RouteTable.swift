@@ -7,6 +7,7 @@ extension API {
         ClassesEndpoints.routes(s) + RolesEndpoints.routes(s) + UsersEndpoints.routes(s) + CloudEndpoints.routes(s)
             + FilesEndpoints.routes(s) + BatchEndpoint.routes(s) + AdminEndpoints.routes(s, usage: s.usage)
             + AccountEndpoints.routes(s)
+            + RealtimeEndpoints.routes(s)
     }
 
     /// Rebuilds the Lua route table from the current generation (hot reload).

@@ -51,6 +51,7 @@ public final class API: HTTPHandler {
 
     /// Matches the route once, on the I/O thread, and hands the match to `handle` in the note.
     public func dispatch(_ request: inout HTTPRequest) -> Bool {
+        RealtimeEndpoints.liftQueryCredentials(&request)
         guard let m = route(request.method, request.path) else { return true }
         request.note = RoutedNote(m)
         return m.value.inline

@@ -2,6 +2,7 @@ import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseOutbound
+import MoonbaseRealtime
 import MoonbaseStore
 
 /// The `db`, `files` and `auth` namespaces of Cloud Code (DESIGN §5, §10), over the object
@@ -80,6 +81,8 @@ struct LuaHost: CloudHostAPI {
             let arr = try JSON.parse(r.results)
             if name == "first" { return arr.arrayValue?.first ?? .null }
             return arr
+        case "changes":
+            return try changes(className, args, ctx)
         case "count":
             let opts = arg(args, 2)?.objectValue ?? [:]
             return .int(Int64(try objects.count(className, where: arg(args, 1), caller: caller(ctx, opts))))
@@ -244,5 +247,38 @@ struct LuaHost: CloudHostAPI {
         let type = hs["content-type"]?.stringValue?.lowercased() ?? ""
         if type.contains("json"), let j = try? JSON.parse(response.body) { out["json"] = j }
         return .object(out)
+    }
+}
+
+extension LuaHost {
+    /// `db.changes(Class, since, {limit, where, keys, master})` → `{results = {…}, next = SEQ}`:
+    /// the change feed read as the caller (or master), the rows of `GET /parse/changes/CLASS`.
+    func changes(_ className: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue {
+        guard let services = service.services else { throw ParseError.internalError("services are not ready") }
+        var since: Int64 = 0
+        if let v = arg(args, 1) {
+            guard let n = v.intValue ?? v.doubleValue.flatMap({ $0 == $0.rounded() ? Int64(exactly: $0) : nil }), n >= 0 else {
+                throw ParseError(.invalidQuery, "since must be a non-negative sequence number")
+            }
+            since = n
+        }
+        let opts = arg(args, 2)?.objectValue ?? [:]
+        var limit = 100
+        if let l = opts["limit"] {
+            guard let n = l.intValue, n >= 0 else { throw ParseError(.invalidQuery, "limit must be a non-negative integer") }
+            limit = Int(min(n, 1000))
+        }
+        var keys: [String]?
+        switch opts["keys"] {
+        case .string(let s)?: keys = s.split(separator: ",").map(String.init)
+        case .array(let a)?: keys = a.compactMap(\.stringValue)
+        default: break
+        }
+        let c = caller(ctx, opts)
+        let viewer: Viewer = c.identity.isMaster ? .master : Viewer(identity: c.identity)
+        c.meter?.dbReads += 1
+        let page = try services.realtime.hub.changes(className, since: since, limit: max(limit, 1), where: opts["where"],
+                                                     keys: keys, viewer: viewer)
+        return RealtimeEndpoints.changesBody(page, className: className, limit: limit)
     }
 }

@@ -11,6 +11,9 @@ public final class SQLiteUsageSink: UsageSink {
         self.database = database
         try database.write { (tx) throws(ParseError) in
             for sql in UsageSQL.createTables { try tx.connection.execute(sql) }
+            if try tx.connection.scalar("SELECT 1 FROM pragma_table_info('_mb_usage') WHERE name = 'events'") == nil {
+                try tx.connection.execute(UsageSQL.addEventsColumn)
+            }
         }
     }
 
@@ -22,7 +25,7 @@ public final class SQLiteUsageSink: UsageSink {
                 _ = try c.run(UsageSQL.upsertUsage, [
                     .integer(r.hour), .text(r.kind.rawValue), .text(r.key), .integer(k.units), .integer(k.refused),
                     .integer(k.dbReads), .integer(k.dbWrites), .integer(k.luaCpuMicros), .integer(k.wallMicros),
-                    .integer(k.bytesIn), .integer(k.bytesOut),
+                    .integer(k.bytesIn), .integer(k.bytesOut), .integer(k.events),
                 ])
             }
             for w in batch.windows {
@@ -51,7 +54,8 @@ public final class SQLiteUsageSink: UsageSink {
             try c.query(UsageSQL.report(by: by), [.integer(from), .integer(to)]) { (s) throws(ParseError) in
                 rows.append(UsageReportRow(key: s.text(0) ?? "", units: s.int64(1), refused: s.int64(2),
                                            dbReads: s.int64(3), dbWrites: s.int64(4), luaCpuMs: s.double(5),
-                                           wallMs: s.double(6), bytesIn: s.int64(7), bytesOut: s.int64(8)))
+                                           wallMs: s.double(6), bytesIn: s.int64(7), bytesOut: s.int64(8),
+                                           events: s.int64(9)))
             }
             return UsageReport(from: from, to: to, by: by, rows: rows)
         }
@@ -67,6 +71,7 @@ public final class SQLiteUsageSink: UsageSink {
                     "dbReads": .int(row.dbReads), "dbWrites": .int(row.dbWrites),
                     "luaCpuMs": .double(row.luaCpuMs), "wallMs": .double(row.wallMs),
                     "bytesIn": .int(row.bytesIn), "bytesOut": .int(row.bytesOut),
+                    "events": .int(row.events),
                 ])
             }),
         ])

@@ -30,11 +30,13 @@ public final class Services: Sendable {
     public let outboundPolicy: AddressPolicy
     /// Password reset and email verification tokens, mails and pages.
     public let accountMail: AccountMailService
+    public let realtime: RealtimeService
 
     public init(config: HostConfig, masterKey: String, clock: any HostClock, database: Database,
                 store: SQLiteDocumentStore, auth: AuthService, quota: Quota, metrics: ServerMetrics,
                 files: FileStore, cloud: CloudService, jobs: JobService,
-                usage: SQLiteUsageSink, usageFlusher: UsageFlusher?) {
+                usage: SQLiteUsageSink, usageFlusher: UsageFlusher?, realtime: RealtimeService) {
+        self.realtime = realtime
         self.config = config
         self.masterKey = masterKey
         self.clock = clock

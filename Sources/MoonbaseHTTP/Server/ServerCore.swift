@@ -27,6 +27,8 @@ final class ServerCore: Sendable {
     let openConnections = Atomic<Int>(0)
     /// Upgraded connections not yet handed back.
     let upgradedOpen = Atomic<Int>(0)
+    /// Streaming responses still open (ended at shutdown).
+    let streams = StreamRegistry()
 
     init(config: HTTPServerConfig, handler: any HTTPHandler, upgrader: (any HTTPUpgradeHandler)? = nil) throws(HTTPServerError) {
         self.config = config
@@ -165,7 +167,9 @@ final class ServerCore: Sendable {
     func answer(_ state: RequestState, _ response: HTTPResponse, close: Bool) -> MHD_Result {
         state.phase = .answered
         let r: OpaquePointer?
-        if let file = response.file, let fd = file.take() {
+        if let stream = response.stream {
+            r = streamResponse(stream, state.connection)
+        } else if let file = response.file, let fd = file.take() {
             r = MHD_create_response_from_fd_at_offset64(file.size, fd, file.offset)
         } else {
             r = response.body.withUnsafeBytes { b in

@@ -23,7 +23,7 @@ public protocol CloudHostAPI: Sendable {
 public enum CloudHostNamespaces {
     public static let standard: [String: [String]] = [
         "db": ["get", "find", "first", "count", "distinct", "create", "update", "delete",
-               "deleteWhere", "updateWhere", "transaction"],
+               "deleteWhere", "updateWhere", "transaction", "changes"],
         "files": ["delete"],
         "auth": ["verifyPassword", "revokeSessions"],
         "http": ["request"],
