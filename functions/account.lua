@@ -103,9 +103,9 @@ end
 
 cloud.beforeSave("_User", function(req)
   local o = req.object
-  if present(o.gender) and not GENDERS[o.gender] then fail(142, "gender must be female, male or other") end
+  if present(o.gender) and not GENDERS[o.gender] then fail(cloud.codes.VALIDATION_ERROR, "gender must be female, male or other") end
   if present(o.birthdate) and (type(o.birthdate) ~= "table" or o.birthdate.__type ~= "Date") then
-    fail(142, "birthdate must be a Date")
+    fail(cloud.codes.VALIDATION_ERROR, "birthdate must be a Date")
   end
 end)
 
@@ -120,8 +120,8 @@ end)
 -- deleteAccount {password} -> {deleted = {posts, comments, reactions, views}}: one transaction.
 cloud.define("deleteAccount", {requireUser = true, maxDbOps = 200000, timeoutMs = 60000}, function(req)
   local password = req.params and req.params.password
-  if type(password) ~= "string" or password == "" then fail(142, "password is required") end
-  if not auth.verifyPassword(req.user, password) then fail(101, "wrong password") end
+  if type(password) ~= "string" or password == "" then fail(cloud.codes.VALIDATION_ERROR, "password is required") end
+  if not auth.verifyPassword(req.user, password) then fail(cloud.codes.OBJECT_NOT_FOUND, "wrong password") end
   local userId, counts = req.user.objectId, nil
   db.transaction(function()
     counts = cascadeUser(userId)

@@ -17,22 +17,22 @@ cloud.beforeSave("Comment", function(req)
   if original == nil then
     if req.master then
       if not pointerId(o.author, "_User") then
-        fail(142, "author (a _User pointer) is required when the master key creates a comment")
+        fail(cloud.codes.VALIDATION_ERROR, "author (a _User pointer) is required when the master key creates a comment")
       end
     else
-      if not req.user then fail(142, "login required") end
+      if not req.user then fail(cloud.codes.VALIDATION_ERROR, "login required") end
       o.author = ptr("_User", req.user.objectId)
     end
     checkText(o.text)
     local postId = pointerId(o.post, "Post")
-    if not postId then fail(142, "post is required and must be a Post pointer") end
-    if not db.get("Post", postId, {keys = "objectId", master = true}) then fail(142, "post " .. postId .. " does not exist") end
+    if not postId then fail(cloud.codes.VALIDATION_ERROR, "post is required and must be a Post pointer") end
+    if not db.get("Post", postId, {keys = "objectId", master = true}) then fail(cloud.codes.VALIDATION_ERROR, "post " .. postId .. " does not exist") end
     if present(o.replyTo) then
       local replyId = pointerId(o.replyTo, "Comment")
-      if not replyId then fail(142, "replyTo must be a Comment pointer") end
+      if not replyId then fail(cloud.codes.VALIDATION_ERROR, "replyTo must be a Comment pointer") end
       local target = db.get("Comment", replyId, {keys = "post", master = true})
       if not target or pointerId(target.post, "Post") ~= postId then
-        fail(142, "replyTo must be a comment on the same post")
+        fail(cloud.codes.VALIDATION_ERROR, "replyTo must be a comment on the same post")
       end
     end
     o.ACL = {["*"] = {read = true}, [o.author.objectId] = {read = true, write = true}}
@@ -40,7 +40,7 @@ cloud.beforeSave("Comment", function(req)
     return
   end
   for _, f in ipairs({"post", "author", "replyTo"}) do
-    if not sameRef(o[f], original[f]) then fail(142, f .. " of a comment cannot be changed") end
+    if not sameRef(o[f], original[f]) then fail(cloud.codes.VALIDATION_ERROR, f .. " of a comment cannot be changed") end
   end
   checkText(o.text)
 end)
@@ -53,10 +53,10 @@ end)
 cloud.define("comments", {requireUser = true}, function(req)
   local params = req.params or {}
   local postId = params.postId
-  if type(postId) ~= "string" or postId == "" then fail(142, "postId is required") end
+  if type(postId) ~= "string" or postId == "" then fail(cloud.codes.VALIDATION_ERROR, "postId is required") end
   local limit = intParam(params, "limit", 5, 1, 100)
   local skip = intParam(params, "skip", 0, 0, 100000)
-  if not db.get("Post", postId, {keys = "objectId", master = true}) then fail(101, "post not found: " .. postId) end
+  if not db.get("Post", postId, {keys = "objectId", master = true}) then fail(cloud.codes.OBJECT_NOT_FOUND, "post not found: " .. postId) end
   local list = db.find("Comment", {post = ptr("Post", postId)}, {order = "createdAt", limit = limit, skip = skip})
   local ids, seen = {}, {}
   for _, c in ipairs(list) do

@@ -24,7 +24,7 @@ cloud.job("cleanupExpiredPosts", function(req)
   local grace = params.graceMinutes
   if not present(grace) then grace = 0 end
   if type(grace) ~= "number" or grace ~= grace or grace > 5256000 or grace < -5256000 then
-    fail(142, "graceMinutes must be a number of minutes (at most ten years either way)")
+    fail(cloud.codes.VALIDATION_ERROR, "graceMinutes must be a number of minutes (at most ten years either way)")
   end
   local cutoff = dateAt(time.now() - math.floor(grace * 60000))
   local expired = {expiresAt = {["$lt"] = cutoff}}

@@ -30,7 +30,7 @@ end
 
 local function checkGeoPoint(v, name)
   if not isGeoPoint(v) then
-    fail(142, name .. " is required and must be a GeoPoint (latitude -90..90, longitude -180..180)")
+    fail(cloud.codes.VALIDATION_ERROR, name .. " is required and must be a GeoPoint (latitude -90..90, longitude -180..180)")
   end
 end
 
@@ -38,23 +38,23 @@ end
 local function checkEditable(o)
   checkText(o.text)
   if present(o.category) and not CATEGORIES[o.category] then
-    fail(142, "category must be one of Coffee, Food, Drinks, Sights, Arts")
+    fail(cloud.codes.VALIDATION_ERROR, "category must be one of Coffee, Food, Drinks, Sights, Arts")
   end
   if present(o.photo) and (type(o.photo) ~= "table" or o.photo.__type ~= "File") then
-    fail(142, "photo must be a File")
+    fail(cloud.codes.VALIDATION_ERROR, "photo must be a File")
   end
   for _, f in ipairs(FLAGS) do
-    if o[f] ~= nil and type(o[f]) ~= "boolean" then fail(142, f .. " must be a boolean") end
+    if o[f] ~= nil and type(o[f]) ~= "boolean" then fail(cloud.codes.VALIDATION_ERROR, f .. " must be a boolean") end
   end
 end
 
 local function onCreate(req, o)
   if req.master then
     if type(o.author) ~= "table" or o.author.className ~= "_User" or type(o.author.objectId) ~= "string" then
-      fail(142, "author (a _User pointer) is required when the master key creates a post")
+      fail(cloud.codes.VALIDATION_ERROR, "author (a _User pointer) is required when the master key creates a post")
     end
   else
-    if not req.user then fail(142, "login required") end
+    if not req.user then fail(cloud.codes.VALIDATION_ERROR, "login required") end
     o.author = ptr("_User", req.user.objectId)
   end
   checkEditable(o)
@@ -63,7 +63,7 @@ local function onCreate(req, o)
   local minutes = integral(o.validityMinutes)
   if not keepExpiry or o.validityMinutes ~= nil then
     if not minutes or minutes < 1 or minutes > MAX_VALIDITY then
-      fail(142, "validityMinutes is required: a whole number of minutes from 1 to " .. MAX_VALIDITY)
+      fail(cloud.codes.VALIDATION_ERROR, "validityMinutes is required: a whole number of minutes from 1 to " .. MAX_VALIDITY)
     end
     o.validityMinutes = minutes
   end
@@ -87,7 +87,7 @@ cloud.beforeSave("Post", function(req)
     return
   end
   for _, f in ipairs(LOCKED) do
-    if not same(o[f], original[f]) then fail(142, f .. " cannot be changed by clients") end
+    if not same(o[f], original[f]) then fail(cloud.codes.VALIDATION_ERROR, f .. " cannot be changed by clients") end
   end
   checkEditable(o)
 end)

@@ -10,17 +10,17 @@ local KINDS = {like = "likesCount", dislike = "dislikesCount"}
 
 local function requirePostId(params)
   local id = params and params.postId
-  if type(id) ~= "string" or id == "" then fail(142, "postId is required") end
+  if type(id) ~= "string" or id == "" then fail(cloud.codes.VALIDATION_ERROR, "postId is required") end
   return id
 end
 
 -- post and user of a Reaction / View: required on create, never changed afterwards.
 local function checkRefs(o, original)
   local postId, userId = pointerId(o.post, "Post"), pointerId(o.user, "_User")
-  if not postId then fail(142, "post is required and must be a Post pointer") end
-  if not userId then fail(142, "user is required and must be a _User pointer") end
+  if not postId then fail(cloud.codes.VALIDATION_ERROR, "post is required and must be a Post pointer") end
+  if not userId then fail(cloud.codes.VALIDATION_ERROR, "user is required and must be a _User pointer") end
   if original and (postId ~= pointerId(original.post, "Post") or userId ~= pointerId(original.user, "_User")) then
-    fail(142, "post and user cannot be changed")
+    fail(cloud.codes.VALIDATION_ERROR, "post and user cannot be changed")
   end
   return postId, userId
 end
@@ -28,9 +28,9 @@ end
 cloud.beforeSave("Reaction", function(req)
   local o, original = req.object, req.original
   local postId = checkRefs(o, original)
-  if not KINDS[o.kind] then fail(142, "kind must be like or dislike") end
+  if not KINDS[o.kind] then fail(cloud.codes.VALIDATION_ERROR, "kind must be like or dislike") end
   if original == nil then
-    if not db.get("Post", postId, {keys = "objectId", master = true}) then fail(142, "post " .. postId .. " does not exist") end
+    if not db.get("Post", postId, {keys = "objectId", master = true}) then fail(cloud.codes.VALIDATION_ERROR, "post " .. postId .. " does not exist") end
     db.update("Post", postId, {[KINDS[o.kind]] = increment(1)}, {master = true})
   elseif original.kind ~= o.kind then
     local changes = {[KINDS[o.kind]] = increment(1)}
@@ -50,8 +50,8 @@ cloud.beforeSave("View", function(req)
   local postId, userId = checkRefs(o, original)
   if original ~= nil then return end
   local post = db.get("Post", postId, {keys = "author", master = true})
-  if not post then fail(142, "post " .. postId .. " does not exist") end
-  if pointerId(post.author, "_User") == userId then fail(142, "an author's own view is not recorded") end
+  if not post then fail(cloud.codes.VALIDATION_ERROR, "post " .. postId .. " does not exist") end
+  if pointerId(post.author, "_User") == userId then fail(cloud.codes.VALIDATION_ERROR, "an author's own view is not recorded") end
   db.update("Post", postId, {viewsCount = increment(1)}, {master = true})
 end)
 
@@ -67,11 +67,11 @@ cloud.define("react", {requireUser = true}, function(req)
   local params = req.params or {}
   local postId = requirePostId(params)
   local kind = params.kind
-  if kind ~= "like" and kind ~= "dislike" and kind ~= "none" then fail(142, "kind must be like, dislike or none") end
+  if kind ~= "like" and kind ~= "dislike" and kind ~= "none" then fail(cloud.codes.VALIDATION_ERROR, "kind must be like, dislike or none") end
   local me = ptr("_User", req.user.objectId)
   local result
   db.transaction(function()
-    if not db.get("Post", postId, {keys = "objectId", master = true}) then fail(101, "post not found: " .. postId) end
+    if not db.get("Post", postId, {keys = "objectId", master = true}) then fail(cloud.codes.OBJECT_NOT_FOUND, "post not found: " .. postId) end
     local post = ptr("Post", postId)
     local existing = db.first("Reaction", {post = post, user = me}, {master = true})
     if kind == "none" then
@@ -92,7 +92,7 @@ end)
 cloud.define("viewPost", {requireUser = true}, function(req)
   local postId = requirePostId(req.params)
   local post = db.get("Post", postId, {keys = "author", master = true})
-  if not post then fail(101, "post not found: " .. postId) end
+  if not post then fail(cloud.codes.OBJECT_NOT_FOUND, "post not found: " .. postId) end
   local meId = req.user.objectId
   if pointerId(post.author, "_User") ~= meId then
     db.transaction(function()
@@ -103,6 +103,6 @@ cloud.define("viewPost", {requireUser = true}, function(req)
     end)
   end
   local seen = db.get("Post", postId)
-  if not seen then fail(101, "post not found: " .. postId) end
+  if not seen then fail(cloud.codes.OBJECT_NOT_FOUND, "post not found: " .. postId) end
   return seen
 end)

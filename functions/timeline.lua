@@ -14,11 +14,11 @@ local function nowDate() return dateAt(time.now()) end
 local function geoParam(params, name, required)
   local v = params[name]
   if not present(v) then
-    if required then fail(142, name .. " is required (a GeoPoint)") end
+    if required then fail(cloud.codes.VALIDATION_ERROR, name .. " is required (a GeoPoint)") end
     return nil
   end
   if not isGeoPoint(v) then
-    fail(142, name .. " must be a GeoPoint {__type: \"GeoPoint\", latitude: -90..90, longitude: -180..180}")
+    fail(cloud.codes.VALIDATION_ERROR, name .. " must be a GeoPoint {__type: \"GeoPoint\", latitude: -90..90, longitude: -180..180}")
   end
   return {__type = "GeoPoint", latitude = v.latitude, longitude = v.longitude}
 end
@@ -27,7 +27,7 @@ local function radiusParam(params)
   local v = params.radiusMiles
   if not present(v) then return 5 end
   if type(v) ~= "number" or v ~= v or v <= 0 or v > MAX_RADIUS_MILES then
-    fail(142, "radiusMiles must be a number above 0 and at most " .. MAX_RADIUS_MILES)
+    fail(cloud.codes.VALIDATION_ERROR, "radiusMiles must be a number above 0 and at most " .. MAX_RADIUS_MILES)
   end
   return v
 end
@@ -36,7 +36,7 @@ end
 local function categoryParam(params, where)
   local c = params.category
   if not present(c) then return end
-  if not CATEGORIES[c] then fail(142, "category must be one of Coffee, Food, Drinks, Sights, Arts") end
+  if not CATEGORIES[c] then fail(cloud.codes.VALIDATION_ERROR, "category must be one of Coffee, Food, Drinks, Sights, Arts") end
   where.category = c
 end
 
@@ -46,7 +46,7 @@ cloud.define("timeline", {requireUser = true}, function(req)
   local location = geoParam(params, "location", true)
   local sort = params.sort
   if not present(sort) then sort = "newest" end
-  if sort ~= "newest" and sort ~= "trending" then fail(142, "sort must be newest or trending") end
+  if sort ~= "newest" and sort ~= "trending" then fail(cloud.codes.VALIDATION_ERROR, "sort must be newest or trending") end
   local where = {
     location = {["$nearSphere"] = location, ["$maxDistanceInMiles"] = radiusParam(params)},
     expiresAt = {["$gt"] = nowDate()},
@@ -61,7 +61,7 @@ end)
 cloud.define("mapPosts", {requireUser = true}, function(req)
   local params = req.params or {}
   local sw, ne = geoParam(params, "southwest", true), geoParam(params, "northeast", true)
-  if sw.latitude > ne.latitude then fail(142, "southwest must be south of northeast") end
+  if sw.latitude > ne.latitude then fail(cloud.codes.VALIDATION_ERROR, "southwest must be south of northeast") end
   local where = {
     location = {["$within"] = {["$box"] = {sw, ne}}},
     expiresAt = {["$gt"] = nowDate()},
@@ -76,9 +76,9 @@ cloud.define("searchPosts", {requireUser = true}, function(req)
   local params = req.params or {}
   local term = params.term
   if type(term) ~= "string" or not term:find("[%w\128-\255]") then
-    fail(142, "term is required and must hold at least one word")
+    fail(cloud.codes.VALIDATION_ERROR, "term is required and must hold at least one word")
   end
-  if #term > 200 then fail(142, "term must be at most 200 bytes") end
+  if #term > 200 then fail(cloud.codes.VALIDATION_ERROR, "term must be at most 200 bytes") end
   local where = {
     text = {["$text"] = {["$search"] = {["$term"] = term}}},
     expiresAt = {["$gt"] = nowDate()},

@@ -70,3 +70,35 @@ char *lb_api_names(lb_vm *vm, size_t *len) {
     *len = a.len;
     return a.out;
 }
+
+/* ---------------------------------------------------------------- cloud.codes */
+
+/* `spec` is "NAME CODE\n" lines, from the host's one list of Parse error codes. */
+static int codes_body(lua_State *L) {
+    const char *p = lua_touserdata(L, 1);
+    lb_vm *vm = lb_from(L);
+    lua_settop(L, 0);
+    lua_newtable(L);                                           /* 1: the codes */
+    while (*p) {
+        const char *sp = strchr(p, ' ');
+        if (!sp) break;
+        char *end;
+        long code = strtol(sp + 1, &end, 10);
+        lua_pushlstring(L, p, (size_t)(sp - p));
+        lua_pushinteger(L, code);
+        lua_rawset(L, 1);
+        p = *end == '\n' ? end + 1 : end;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_namespaces);     /* 2 */
+    lua_getfield(L, 2, "cloud");                               /* 3: the cloud table behind its proxy */
+    lb_push_locked(L, 1);                                      /* read-only for scripts */
+    lua_setfield(L, 3, "codes");
+    return 0;
+}
+
+int lb_set_error_codes(lb_vm *vm, const char *spec) {
+    lb_result res;
+    int st = lb_run_protected(vm, codes_body, (void *)spec, (lb_limits){0}, &res);
+    lb_result_free(&res);
+    return st == LB_OK ? 0 : -1;
+}

@@ -119,7 +119,9 @@ static void copy_scratch(lb_vm *vm, lb_result *res) {
 
 static void encode_result(lua_State *L, lb_vm *vm, int idx, lb_result *res) {
     vm->scratch.n = 0;
+    vm->scratch_limit = vm->max_result > 0 ? (size_t)vm->max_result : 0;
     lb_json_encode(L, idx, &vm->scratch);
+    vm->scratch_limit = 0;
     copy_scratch(vm, res);
     if (!res->json) luaL_error(L, "not enough memory for the result");
 }
@@ -143,12 +145,13 @@ static int load_body(lua_State *L) {
 
 int lb_load(lb_vm *vm, const char *chunkname, const char *src, size_t len, lb_limits limits, lb_result *res) {
     load_args a = {chunkname, src, len, res};
+    if (vm->depth == 0) vm->over_vm_limit = 0;   /* (not in the restore call below) */
     int saved = vm->callstack_n;
     int st = lb_run_protected(vm, load_body, &a, limits, res);
     if (vm->callstack_n != saved || st != LB_OK) {
         restore_args r = {vm, saved};
         lb_result tmp;
-        lb_run_protected(vm, restore_body, &r, (lb_limits){0, 0, 0}, &tmp);
+        lb_run_protected(vm, restore_body, &r, (lb_limits){0, 0, 0, 0, 0}, &tmp);
         lb_result_free(&tmp);
     }
     return st;
@@ -213,12 +216,13 @@ int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
             lb_limits limits, lb_result *res) {
     call_args a = {ref, args_json, args_len, extras, nextras, result_mode & 0xF, result_field, res,
                    !(result_mode & LB_RESULT_SHARED_GLOBALS)};
+    if (vm->depth == 0) vm->over_vm_limit = 0;   /* (not in the restore call below) */
     int saved = vm->callstack_n;
     int st = lb_run_protected(vm, call_body, &a, limits, res);
     if (vm->callstack_n != saved) {
         restore_args r = {vm, saved};
         lb_result tmp;
-        lb_run_protected(vm, restore_body, &r, (lb_limits){0, 0, 0}, &tmp);
+        lb_run_protected(vm, restore_body, &r, (lb_limits){0, 0, 0, 0, 0}, &tmp);
         lb_result_free(&tmp);
     }
     return st;
@@ -253,6 +257,7 @@ static int lb_trampoline(lua_State *L) {
         case LUA_TSTRING: v->type = LB_STR; v->str = lua_tolstring(L, idx, &v->len); break;
         case LUA_TTABLE:
             vm->scratch.n = 0;
+            vm->scratch_limit = 0;
             lb_json_encode(L, idx, &vm->scratch);
             lua_pushlstring(L, vm->scratch.p ? vm->scratch.p : "", vm->scratch.n);   /* stays on the stack */
             v->type = LB_JSON;
@@ -352,7 +357,7 @@ static int register_body(lua_State *L) {
 int lb_register(lb_vm *vm, const char *ns, const char *name, int64_t fnid) {
     reg_args a = {ns, name, fnid};
     lb_result res;
-    int st = lb_run_protected(vm, register_body, &a, (lb_limits){0, 0, 0}, &res);
+    int st = lb_run_protected(vm, register_body, &a, (lb_limits){0, 0, 0, 0, 0}, &res);
     lb_result_free(&res);
     return st == LB_OK ? 0 : -1;
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <time.h>
 #include <unistd.h>
+#include <malloc.h>
 
 const char lb_key_array_mt = 0;
 const char lb_key_error_mt = 0;
@@ -54,11 +55,13 @@ static void *lb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     }
     if (nsize > old && vm->mem_limit && vm->mem_used + (nsize - old) > vm->mem_limit) {
         if (vm->L) record_where_unprotected(vm);
+        if (vm->mem_limit_is_vm) vm->mem_refused_vm = 1;
         return NULL;
     }
     void *p = realloc(ptr, nsize);
     if (!p) return NULL;
     vm->mem_used = vm->mem_used - old + nsize;
+    if (vm->mem_used > vm->mem_peak) vm->mem_peak = vm->mem_used;
     return p;
 }
 
@@ -72,13 +75,42 @@ static void on_sigurg(int sig) {
     (void)sig;
     int saved = errno;
     lb_vm *vm = tl_current;
+    int reason = vm ? atomic_load(&vm->kill_req_reason) : 0;
+    /* A writer hold that ended since the watchdog looked (the write committed) kills nothing. */
     if (vm && vm->depth > 0 &&
-        atomic_load(&vm->kill_req_gen) == atomic_load(&vm->call_gen)) {
-        if (!vm->killed) vm->killed = LB_KILL_TIMEOUT;
+        atomic_load(&vm->kill_req_gen) == atomic_load(&vm->call_gen) &&
+        (reason != LB_KILL_WRITER_HOLD || atomic_load(&vm->hold_deadline_ns) != 0)) {
+        if (!vm->killed) vm->killed = reason;
         /* lua_sethook is documented as safe from a signal handler on the owning thread. */
         lb_arm_kill_hook(vm->L);
     }
     errno = saved;
+}
+
+/* ---------------------------------------------------------------- returning memory */
+
+/* glibc keeps freed memory in its arenas (one per thread that allocated): after a call that
+ * allocated far above the norm, the process's private memory would stay at its peak. The
+ * watchdog runs malloc_trim(0) 200 ms after a request, then 1.5 s and 5 s later (by then the
+ * host has sent and freed its copies of a large result). */
+static _Atomic int64_t trim_at;
+static _Atomic int trim_round;
+static const int64_t trim_delays_ms[] = {200, 1500, 5000};
+
+void lb_request_trim(void) {
+    atomic_store(&trim_round, 0);
+    atomic_store(&trim_at, now_ns() + trim_delays_ms[0] * 1000000);
+}
+
+static void wd_trim(int64_t now) {
+    int64_t at = atomic_load(&trim_at);
+    if (!at || now < at) return;
+    malloc_trim(0);
+    int r = atomic_fetch_add(&trim_round, 1) + 1;
+    if (r < (int)(sizeof trim_delays_ms / sizeof trim_delays_ms[0]))
+        atomic_compare_exchange_strong(&trim_at, &at, now + (trim_delays_ms[r] - trim_delays_ms[r - 1]) * 1000000);
+    else
+        atomic_compare_exchange_strong(&trim_at, &at, 0);
 }
 
 static void *wd_loop(void *arg) {
@@ -87,10 +119,15 @@ static void *wd_loop(void *arg) {
         struct timespec ts = {0, 2 * 1000000};
         nanosleep(&ts, NULL);
         int64_t now = now_ns();
+        wd_trim(now);
         pthread_mutex_lock(&wd_mu);
         for (lb_vm *vm = wd_head; vm; vm = vm->wd_next) {
             int64_t d = atomic_load(&vm->deadline_ns);
+            int64_t h = atomic_load(&vm->hold_deadline_ns);
+            int reason = LB_KILL_TIMEOUT;
+            if (h && (!d || h < d)) { d = h; reason = LB_KILL_WRITER_HOLD; }
             if (!d || now < d) continue;
+            atomic_store(&vm->kill_req_reason, reason);
             uint64_t g = atomic_load(&vm->call_gen);
             /* Signal once, then again every 50 ms while the call stays overdue (a signal that
              * landed while the thread ran host code still armed the hook; this is a backstop). */
@@ -105,7 +142,20 @@ static void *wd_loop(void *arg) {
     return NULL;
 }
 
+/* glibc adapts its mmap threshold upwards (to 32 MiB) after a large block is freed, and its
+ * trim threshold with it: from then on blocks of a few MiB come from the worker threads'
+ * arenas, and freed space at the top of a thread arena is given back neither by free() nor by
+ * malloc_trim (which trims only the main arena's top). One 16 MiB Lua table per worker then
+ * stays resident for good. Fixed thresholds keep blocks of 1 MiB and more in their own
+ * mappings (unmapped when freed) and trim arena tops above 4 MiB. Set once, process-wide, with
+ * the first VM: only Lua's large tables and strings and the host's large results reach them. */
+static void malloc_policy(void) {
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    mallopt(M_TRIM_THRESHOLD, 4 << 20);
+}
+
 static void wd_start(void) {
+    malloc_policy();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigurg;
@@ -279,6 +329,7 @@ lb_vm *lb_new(int strict, lb_host_fn host, void *host_ctx) {
 void lb_close(lb_vm *vm) {
     if (!vm) return;
     wd_remove(vm);
+    if (vm->mem_used > ((size_t)8 << 20)) lb_request_trim();
     lua_close(vm->L);
     free(vm->err_msg);
     free(vm->pending);
@@ -295,6 +346,8 @@ int64_t lb_call_remaining_ms(lb_vm *vm) {
     int64_t left = d - now_ns();
     return left <= 0 ? 0 : (left + 999999) / 1000000;
 }
+
+int lb_over_vm_limit(lb_vm *vm) { return vm->over_vm_limit; }
 int lb_depth(lb_vm *vm) { return vm->depth; }
 int lb_stack_top(lb_vm *vm) { return lua_gettop(vm->L); }
 
@@ -306,6 +359,29 @@ void lb_result_free(lb_result *res) {
 
 /* ---------------------------------------------------------------- limits per call */
 
+/* The watchdog signals `owner`; libdispatch threads (the Swift concurrency pool, so every
+ * swift-testing test) block most signals, SIGURG included, so the thread unblocks it. */
+static void own_thread(lb_vm *vm) {
+    if (!tl_sig_unblocked) {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGURG);
+        pthread_sigmask(SIG_UNBLOCK, &s, NULL);
+        tl_sig_unblocked = 1;
+    }
+    vm->owner = pthread_self();
+}
+
+void lb_hold_begin(lb_vm *vm, int64_t ms) {
+    if (vm->hold_depth++ > 0 || ms <= 0) return;
+    own_thread(vm);
+    atomic_store(&vm->hold_deadline_ns, now_ns() + ms * 1000000);
+}
+
+void lb_hold_end(lb_vm *vm) {
+    if (vm->hold_depth > 0 && --vm->hold_depth == 0) atomic_store(&vm->hold_deadline_ns, 0);
+}
+
 static void begin_limits(lb_vm *vm, lb_limits lim) {
     lua_State *L = vm->L;
     vm->killed = 0;
@@ -315,29 +391,56 @@ static void begin_limits(lb_vm *vm, lb_limits lim) {
     atomic_fetch_add(&vm->call_gen, 1);
     if (lim.max_instructions > 0) lua_sethook(L, lb_hook, LUA_MASKCOUNT, 1000);
     else lua_sethook(L, NULL, 0, 0);
-    vm->mem_limit = lim.max_memory > 0 ? vm->mem_used + (size_t)lim.max_memory : 0;
-    if (lim.timeout_ms > 0) {
-        if (!tl_sig_unblocked) {
-            /* libdispatch threads block most signals (FINDINGS §2, §7.7). */
-            sigset_t s;
-            sigemptyset(&s);
-            sigaddset(&s, SIGURG);
-            pthread_sigmask(SIG_UNBLOCK, &s, NULL);
-            tl_sig_unblocked = 1;
-        }
-        vm->owner = pthread_self();
-        tl_current = vm;
-        atomic_store(&vm->deadline_ns, now_ns() + lim.timeout_ms * 1000000);
+    if (lim.max_memory > 0 && vm->mem_used > vm->mem_settled + (size_t)lim.max_memory / 4) {
+        /* The budget is growth above the heap at call start. Garbage left by earlier calls is
+         * part of that heap and, once collected during this call, would be room on top of the
+         * budget: a call with a small maxMemoryMB after a call that allocated a lot could use
+         * far more than its limit. Collect first whenever the heap grew by more than a quarter
+         * of the budget since the last such collection (rare with the default budget). */
+        lua_gc(L, LUA_GCCOLLECT, 0);
+        vm->mem_settled = vm->mem_used;
     }
+    size_t call_cap = lim.max_memory > 0 ? vm->mem_used + (size_t)lim.max_memory : 0;
+    size_t vm_cap = lim.max_vm_memory > 0 ? (size_t)lim.max_vm_memory : 0;
+    vm->mem_limit_is_vm = vm_cap && (!call_cap || vm_cap < call_cap);
+    vm->mem_limit = vm->mem_limit_is_vm ? vm_cap : call_cap;
+    vm->mem_refused_vm = 0;
+    vm->mem_start = vm->mem_peak = vm->mem_used;
+    vm->max_result = lim.max_result;
+    vm->scratch_limit = 0;
+    own_thread(vm);
+    vm->prev_current = tl_current;
+    tl_current = vm;
+    int64_t h = atomic_load(&vm->hold_deadline_ns);
+    if (h && now_ns() >= h) {
+        /* The writer was held past its limit before this call began (a trigger fired late in a
+         * long write): stop at the first instruction. */
+        vm->killed = LB_KILL_WRITER_HOLD;
+        lb_arm_kill_hook(L);
+    }
+    if (lim.timeout_ms > 0) atomic_store(&vm->deadline_ns, now_ns() + lim.timeout_ms * 1000000);
 }
 
 static void end_limits(lb_vm *vm, int status) {
     atomic_store(&vm->deadline_ns, 0);
     atomic_fetch_add(&vm->call_gen, 1);
     lua_sethook(vm->L, NULL, 0, 0);
-    tl_current = NULL;
+    tl_current = vm->prev_current;
     vm->mem_limit = 0;
-    if (vm->killed || status == LUA_ERRMEM) lua_gc(vm->L, LUA_GCCOLLECT, 0);
+    vm->scratch_limit = 0;
+    /* A call stopped by a limit, or one that allocated far above the norm: collect now and
+     * give the memory back to the system rather than keep the peak until the next GC cycle. */
+    int heavy = vm->mem_peak - vm->mem_start > LB_HEAVY_CALL_BYTES || vm->scratch.cap > LB_SCRATCH_KEEP;
+    if (vm->killed || status == LUA_ERRMEM || heavy) {
+        lua_gc(vm->L, LUA_GCCOLLECT, 0);
+        if (vm->scratch.cap > LB_SCRATCH_KEEP) {
+            free(vm->scratch.p);
+            vm->mem_used -= vm->scratch.cap;
+            vm->scratch.p = NULL;
+            vm->scratch.n = vm->scratch.cap = 0;
+        }
+        lb_request_trim();
+    }
     vm->killed = 0;
     vm->max_instructions = 0;
 }
@@ -346,6 +449,8 @@ static void fill_failure(lb_vm *vm, int st, lb_result *res) {
     if (vm->killed || st == LUA_ERRMEM) {
         res->status = LB_KILLED;
         res->kill_reason = vm->killed ? vm->killed : LB_KILL_MEMORY;
+        if (res->kill_reason == LB_KILL_MEMORY && vm->mem_refused_vm) res->kill_reason = LB_KILL_VM_MEMORY;
+        if (res->kill_reason == LB_KILL_VM_MEMORY) vm->over_vm_limit = 1;
         res->code = 141;
         snprintf(res->where, sizeof res->where, "%s", vm->kill_where);
         return;

@@ -11,6 +11,11 @@
 
 typedef struct { char *p; size_t n, cap; } lb_buf;
 
+/* A call whose heap grew by more than this is collected and trimmed when it ends. */
+#define LB_HEAVY_CALL_BYTES ((size_t)16 << 20)
+/* The JSON scratch buffer is kept across calls up to this capacity (and freed when larger). */
+#define LB_SCRATCH_KEEP ((size_t)1 << 20)
+
 struct lb_vm {
     lua_State *L;
     int strict;
@@ -19,7 +24,15 @@ struct lb_vm {
     void *host_ctx;
     /* memory */
     size_t mem_used;
-    size_t mem_limit;           /* 0 = unlimited */
+    size_t mem_limit;           /* 0 = unlimited: min(call start + max_memory, max_vm_memory) */
+    int mem_limit_is_vm;        /* mem_limit is the VM's absolute cap (LB_KILL_VM_MEMORY) */
+    int mem_refused_vm;         /* an allocation was refused at the VM's cap during this call */
+    int over_vm_limit;          /* the last call was stopped by the VM's cap */
+    size_t mem_start;           /* heap at the outermost call's start */
+    size_t mem_peak;            /* highest heap during the outermost call */
+    size_t scratch_limit;       /* 0 = none: the cap of the JSON text being encoded (a result) */
+    int64_t max_result;
+    size_t mem_settled;         /* mem_used right after the last full collection begin_limits ran */
     /* limits of the current outermost call */
     int depth;                  /* nesting of lb_call / lb_load */
     int64_t max_instructions;
@@ -30,6 +43,10 @@ struct lb_vm {
     _Atomic int64_t deadline_ns;    /* 0 = no deadline */
     _Atomic uint64_t call_gen;
     _Atomic uint64_t kill_req_gen;
+    _Atomic int kill_req_reason;    /* LB_KILL_TIMEOUT or LB_KILL_WRITER_HOLD, set before the signal */
+    _Atomic int64_t hold_deadline_ns;   /* 0 = this thread holds no writer (lb_hold_begin) */
+    int hold_depth;
+    struct lb_vm *prev_current;     /* the thread's current VM before this call began */
     int64_t last_signal_ns;         /* watchdog thread only */
     pthread_t owner;
     struct lb_vm *wd_next, *wd_prev;
@@ -93,5 +110,9 @@ int lb_table_is_array(lua_State *L, int idx, lua_Integer *n);
 
 /* patterns (lb_pattern.c) */
 void lb_patterns_install(lua_State *L, int strtab);
+
+/* bounded standard-library functions (lb_stdlib.c) */
+void lb_stdlib_install(lua_State *L, int strtab, int tabtab);
+void lb_tick(lua_State *L, unsigned steps);   /* raises a tripped limit; counts instructions */
 
 #endif

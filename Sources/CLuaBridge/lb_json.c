@@ -22,13 +22,24 @@ static int lb_utf8_valid(const char *s, size_t n) { return cj_utf8_valid((const 
 
 /* ---------------------------------------------------------------- buffer */
 
+/* `b` is the VM's scratch buffer. Its capacity counts as VM memory: growing it past the call's
+ * memory limit stops the call like any Lua allocation would, and a result (scratch_limit set by
+ * lb_call) stops at the response cap, before the host copies and converts it. */
 static void buf_reserve(lua_State *L, lb_buf *b, size_t extra) {
     if (b->n + extra <= b->cap) return;
+    lb_vm *vm = lb_from(L);
+    if (vm->scratch_limit && b->n + extra > vm->scratch_limit) lb_kill(L, vm, LB_KILL_RESULT);
     if (b->n + extra > MAX_OUT) luaL_error(L, "JSON text too large");
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + extra) cap *= 2;
+    if (vm->mem_limit && vm->mem_used + (cap - b->cap) > vm->mem_limit) {
+        if (vm->mem_limit_is_vm) vm->mem_refused_vm = 1;
+        lb_kill(L, vm, vm->mem_limit_is_vm ? LB_KILL_VM_MEMORY : LB_KILL_MEMORY);
+    }
     char *p = realloc(b->p, cap);
     if (!p) luaL_error(L, "not enough memory");
+    vm->mem_used += cap - b->cap;
+    if (vm->mem_used > vm->mem_peak) vm->mem_peak = vm->mem_used;
     b->p = p;
     b->cap = cap;
 }
@@ -102,6 +113,8 @@ static void enc_table(lua_State *L, lb_buf *b, int idx, int depth) {
     if (lb_table_is_array(L, idx, &n)) {
         putc_(L, b, '[');
         for (lua_Integer i = 1; i <= n; i++) {
+            /* n may be a far border ({[1]=1,[2]=1,[4]=1,...}): a run of nulls no hook reaches. */
+            if ((i & 4095) == 0) lb_tick(L, 4096);
             if (i > 1) putc_(L, b, ',');
             lua_rawgeti(L, idx, i);
             enc_value(L, b, lua_gettop(L), depth + 1);
@@ -255,6 +268,7 @@ static int j_encode(lua_State *L) {
     luaL_checkany(L, 1);
     lb_vm *vm = lb_from(L);
     vm->scratch.n = 0;
+    vm->scratch_limit = 0;
     lb_json_encode(L, 1, &vm->scratch);
     lua_pushlstring(L, vm->scratch.p ? vm->scratch.p : "", vm->scratch.n);
     return 1;

@@ -23,7 +23,8 @@
  *   _G                                       the real global table is never reachable
  * Libraries and namespaces are userdata proxies (`__index` = hidden table, `__newindex` raises,
  * `__metatable` = false): assignment and rawset cannot change them for a later call. The string
- * metatable has `__metatable = false`. Pattern functions are bounded (lb_pattern.c).
+ * metatable has `__metatable = false`. Pattern functions are bounded (lb_pattern.c), and so are
+ * string.rep, table.insert/remove/move/sort (lb_stdlib.c, which lists the whole audit).
  */
 #include "lb_internal.h"
 #include <string.h>
@@ -225,6 +226,7 @@ int lb_sandbox_open(lua_State *L) {
     /* string: no dump, bounded patterns, locked metatable */
     lua_pushnil(L); lua_setfield(L, 2, "dump");
     lb_patterns_install(L, 2);
+    lb_stdlib_install(L, 2, 3);
     lua_pushliteral(L, "");
     if (lua_getmetatable(L, -1)) {
         lua_pushboolean(L, 0);

@@ -1,4 +1,5 @@
 import MoonbaseCore
+import MoonbaseLua
 import MoonbaseOutbound
 
 #if canImport(Glibc)
@@ -26,6 +27,8 @@ public struct HostConfig: Sendable {
     public var accounting = true
     public var loginMaxFailures = 10
     public var sessionLengthSeconds: Int64 = 365 * 24 * 3600
+    /// How often the server deletes expired sessions.
+    public var sessionPurgeSeconds = 3600
     public var accessTokenSeconds: Int64 = 3600
     public var refreshTokenSeconds: Int64 = 30 * 24 * 3600
     public var maxBodyBytes = 1 << 20
@@ -37,6 +40,9 @@ public struct HostConfig: Sendable {
     public var luaMaxMemoryMB = 64
     public var luaMaxDbOps = 10_000
     public var luaMaxInstructions = 0
+    public var luaWriterHoldMs = Int(LuaLimits.defaultWriterHoldMs)
+    public var luaMaxVMMemoryMB = Int(LuaLimits.defaultVMMemoryMB)
+    public var maxResponseMB = Int(LuaLimits.defaultResultMB)
     public var jobHistoryPerJob = 100
     public var shutdownGraceMs = 10_000
     /// `MOONBASE_HTTP_ALLOW`: addresses and CIDR blocks `http.request` may reach although they
@@ -44,6 +50,8 @@ public struct HostConfig: Sendable {
     public var httpAllow: String?
     /// `MOONBASE_HTTP_MAX_REQUESTS`: `http.request` calls allowed per Cloud Code call.
     public var httpMaxRequestsPerCall = 20
+    /// Origins browsers may call the API from (`*` = any; empty = no CORS headers).
+    public var corsOrigins = ["*"]
 
     public init() {}
 
@@ -52,7 +60,8 @@ public struct HostConfig: Sendable {
         return n > 0 ? n : 2
     }
 
-    /// Reads the `MOONBASE_*` environment variables over the defaults.
+    /// Reads the `MOONBASE_*` environment variables over the defaults: the one place the server
+    /// reads its environment (each variable is listed in the README and checked by an e2e test).
     public static func fromEnvironment() throws(UsageError) -> HostConfig {
         var c = HostConfig()
         func env(_ name: String) -> String? {
@@ -85,16 +94,29 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_RATE_LIMIT_PER_MINUTE") { c.rateLimitPerMinute = v }
         if let v = env("MOONBASE_ACCOUNTING") { c.accounting = !(v == "off" || v == "0" || v == "false") }
         if let v = try int("MOONBASE_LOGIN_MAX_FAILURES") { c.loginMaxFailures = v }
-        if let v = try int("MOONBASE_SESSION_LENGTH_SECONDS") { c.sessionLengthSeconds = Int64(v) }
+        func positive(_ name: String) throws(UsageError) -> Int64? {
+            guard let v = try int(name) else { return nil }
+            guard v > 0 else { throw UsageError("\(name) must be at least 1, got '\(v)'") }
+            return Int64(v)
+        }
+        if let v = try positive("MOONBASE_SESSION_LIFETIME_DAYS") { c.sessionLengthSeconds = v * 24 * 3600 }
+        if let v = try positive("MOONBASE_SESSION_LENGTH_SECONDS") { c.sessionLengthSeconds = v }
+        if let v = try positive("MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS") { c.accessTokenSeconds = v }
+        if let v = try positive("MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS") { c.refreshTokenSeconds = v * 24 * 3600 }
+        if let v = try int("MOONBASE_SESSION_PURGE_SECONDS"), v > 0 { c.sessionPurgeSeconds = v }
         if let v = try int("MOONBASE_LUA_TIMEOUT_MS") { c.luaTimeoutMs = v }
         if let v = try int("MOONBASE_LUA_MAX_MEMORY_MB") { c.luaMaxMemoryMB = v }
         if let v = try int("MOONBASE_LUA_MAX_DB_OPS") { c.luaMaxDbOps = v }
         if let v = try int("MOONBASE_LUA_MAX_INSTRUCTIONS") { c.luaMaxInstructions = v }
+        if let v = try int("MOONBASE_LUA_WRITER_HOLD_MS") { c.luaWriterHoldMs = v }
+        if let v = try int("MOONBASE_LUA_MAX_VM_MEMORY_MB") { c.luaMaxVMMemoryMB = v }
+        if let v = try int("MOONBASE_MAX_RESPONSE_MB") { c.maxResponseMB = v }
         if let v = try int("MOONBASE_WORKERS"), v > 0 { c.workers = v }
         if let v = try int("MOONBASE_IO_THREADS"), v > 0 { c.ioThreads = v }
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
         if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }
+        if let v = env("MOONBASE_CORS_ORIGINS") { c.corsOrigins = CORSPolicy.parse(v) }
         if let v = env("MOONBASE_LOG_FORMAT") {
             guard let f = LogFormat(rawValue: v) else { throw UsageError("MOONBASE_LOG_FORMAT must be text or json") }
             c.logFormat = f

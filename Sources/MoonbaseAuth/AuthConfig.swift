@@ -21,25 +21,4 @@ public struct AuthConfig: Sendable {
     public var sessionCacheCapacity: Int = 10_000
 
     public init(appId: String) { self.appId = appId }
-
-    /// The configuration with the overrides found in `environment`:
-    /// `MOONBASE_APP_ID`, `MOONBASE_LOGIN_MAX_FAILURES` (0 = off), `MOONBASE_SESSION_LIFETIME_DAYS`,
-    /// `MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS`, `MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS`.
-    /// - Throws: `ParseError` 1 naming the variable when a value is not a non-negative integer
-    ///   (or zero where a lifetime is expected).
-    public static func fromEnvironment(_ environment: [String: String], appId: String = "moonbase") throws(ParseError) -> AuthConfig {
-        var c = AuthConfig(appId: environment["MOONBASE_APP_ID"] ?? appId)
-        func number(_ key: String, min: Int64) throws(ParseError) -> Int64? {
-            guard let raw = environment[key] else { return nil }
-            guard let n = Int64(raw), n >= min, n <= Int64(Int32.max) else {
-                throw ParseError(.internalError, "\(key) must be an integer ≥ \(min), got \"\(raw)\"")
-            }
-            return n
-        }
-        if let n = try number("MOONBASE_LOGIN_MAX_FAILURES", min: 0) { c.loginMaxFailures = Int(n) }
-        if let n = try number("MOONBASE_SESSION_LIFETIME_DAYS", min: 1) { c.sessionLifetimeMillis = n * 24 * 3_600_000 }
-        if let n = try number("MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS", min: 1) { c.accessTokenLifetimeMillis = n * 1000 }
-        if let n = try number("MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS", min: 1) { c.refreshTokenLifetimeMillis = n * 24 * 3_600_000 }
-        return c
-    }
 }

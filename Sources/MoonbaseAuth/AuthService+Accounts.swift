@@ -139,11 +139,15 @@ extension AuthService {
         let accountKey = user.map { "user:" + $0.objectId } ?? nameKey
         if user != nil { try throttle.check([accountKey]) }
         guard try Self.verify(password, user: user), let user else {
-            throttle.recordFailure([ipKey, accountKey].compactMap { $0 })
+            let keys = [ipKey, accountKey].compactMap { $0 }
+            throttle.recordFailure(keys)
+            persistThrottle(keys)
             throw Self.invalidCredentials
         }
+        let hadFailures = throttle.window(accountKey) != nil || throttle.window(nameKey) != nil
         throttle.reset(accountKey)
         throttle.reset(nameKey)
+        if hadFailures { persistThrottle([accountKey, nameKey]) }
         return user
     }
 

@@ -50,6 +50,43 @@ public final class AuthService: Sendable {
         self.throttle = LoginThrottle(maxFailures: config.loginMaxFailures, windowMillis: config.loginWindowMillis, clock: clock)
         self.cache = SessionCache(capacity: config.sessionCacheCapacity)
         try prepareSchema()
+        try restoreThrottle()
+    }
+
+    /// Reads the open login-throttle windows back (and drops the closed ones).
+    private func restoreThrottle() throws(ParseError) {
+        guard throttle.isEnabled else { return }
+        let oldest = clock.nowMillis() - throttle.windowMillis
+        try database.write { (tx) throws(ParseError) in
+            try tx.connection.run("DELETE FROM _mb_login_failures WHERE start <= ?", [.integer(oldest)])
+        }
+        try database.read { (c) throws(ParseError) in
+            try c.query("SELECT key, start, failures FROM _mb_login_failures") { (st) throws(ParseError) in
+                if let key = st.text(0) { throttle.restore(key, start: st.int64(1), failures: Int(st.int64(2))) }
+            }
+        }
+    }
+
+    /// Writes the current window of each of `keys` (or removes it once it is gone), so the
+    /// count survives a restart. A failure to write is logged: throttling stays in memory.
+    func persistThrottle(_ keys: [String]) {
+        guard throttle.isEnabled, !keys.isEmpty else { return }
+        do throws(ParseError) {
+            try database.write { (tx) throws(ParseError) in
+                for k in keys {
+                    if let w = throttle.window(k) {
+                        try tx.connection.run("""
+                            INSERT INTO _mb_login_failures(key, start, failures) VALUES (?1, ?2, ?3)
+                            ON CONFLICT(key) DO UPDATE SET start = ?2, failures = ?3
+                            """, [.text(k), .integer(w.start), .integer(Int64(w.failures))])
+                    } else {
+                        try tx.connection.run("DELETE FROM _mb_login_failures WHERE key = ?", [.text(k)])
+                    }
+                }
+            }
+        } catch {
+            Log.warn("login throttle state not saved: \(error.message)")
+        }
     }
 
     private func prepareSchema() throws(ParseError) {
@@ -71,6 +108,8 @@ public final class AuthService: Sendable {
     static let authDDL = """
         CREATE UNIQUE INDEX IF NOT EXISTS "_User__auth_email" ON "_User"(lower(json_extract(data,'$.email')));
         CREATE TABLE IF NOT EXISTS _mb_auth_epoch(id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS _mb_login_failures(key TEXT PRIMARY KEY, start INTEGER NOT NULL,
+          failures INTEGER NOT NULL);
         INSERT OR IGNORE INTO _mb_auth_epoch(id, n) VALUES (1, 0);
         CREATE TRIGGER IF NOT EXISTS "_User__auth_epoch_u" AFTER UPDATE ON "_User" BEGIN
           UPDATE _mb_auth_epoch SET n = n + 1 WHERE id = 1;

@@ -9,9 +9,9 @@ import Synchronization
 /// header (seconds until the window closes), whether its password is right or not. A successful
 /// login clears the account's key (not the IP's). `maxFailures == 0` turns throttling off.
 ///
-/// Counts live in memory only: a restart forgets them, and several processes would each count
-/// on their own. That is enough to stop online guessing against one host; the table is bounded
-/// (expired windows are pruned, and the oldest windows dropped beyond `capacity`).
+/// Counts live in memory; the auth service also writes each changed window to SQLite and
+/// restores the open ones at start, so a restart does not reset an attacker's count. The
+/// in-memory table is bounded (expired windows are pruned, the oldest dropped beyond `capacity`).
 ///
 /// Thread-safety: `Sendable`; one `Mutex` around the table (a login already costs an argon2id
 /// verification, so the lock is never the bottleneck).
@@ -74,6 +74,21 @@ public final class LoginThrottle: Sendable {
     public func reset(_ key: String) {
         guard isEnabled else { return }
         _ = windows.withLock { $0.removeValue(forKey: key) }
+    }
+
+    /// The open window of `key` (start, failures), if any (what the auth service persists).
+    public func window(_ key: String) -> (start: Int64, failures: Int)? {
+        let now = clock.nowMillis()
+        return windows.withLock { w in
+            guard let win = w[key], now - win.start < windowMillis else { return nil }
+            return (win.start, win.failures)
+        }
+    }
+
+    /// Puts back a window read from storage at start (closed windows are ignored).
+    public func restore(_ key: String, start: Int64, failures: Int) {
+        guard isEnabled, clock.nowMillis() - start < windowMillis, failures > 0 else { return }
+        windows.withLock { $0[key] = Window(start: start, failures: failures) }
     }
 
     /// Failures currently counted for `key` in its open window (tests, diagnostics).

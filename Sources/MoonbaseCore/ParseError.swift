@@ -42,6 +42,27 @@ public struct ParseErrorCode: RawRepresentable, Hashable, Sendable, CustomString
     public static let accountAlreadyLinked = ParseErrorCode(208)
     public static let invalidSessionToken = ParseErrorCode(209)
 
+    /// Every named code under the names the Parse SDKs give them (`Parse.Error.OBJECT_NOT_FOUND`),
+    /// so Cloud Code can write `cloud.codes.VALIDATION_ERROR` instead of a bare 142.
+    public static let named: [(name: String, code: ParseErrorCode)] = [
+        ("INTERNAL_SERVER_ERROR", .internalError), ("OBJECT_NOT_FOUND", .objectNotFound),
+        ("INVALID_QUERY", .invalidQuery), ("INVALID_CLASS_NAME", .invalidClassName),
+        ("MISSING_OBJECT_ID", .missingObjectId), ("INVALID_KEY_NAME", .invalidKeyName),
+        ("INVALID_POINTER", .invalidPointer), ("INVALID_JSON", .invalidJSON),
+        ("COMMAND_UNAVAILABLE", .commandUnavailable), ("INCORRECT_TYPE", .incorrectType),
+        ("INVALID_CHANNEL_NAME", .invalidChannelName), ("OPERATION_FORBIDDEN", .operationForbidden),
+        ("INVALID_FILE_NAME", .invalidFileName), ("INVALID_ACL", .invalidACL), ("TIMEOUT", .timeout),
+        ("FILE_TOO_LARGE", .fileTooLarge), ("DUPLICATE_VALUE", .duplicateValue),
+        ("INVALID_ROLE_NAME", .invalidRoleName), ("SCRIPT_FAILED", .scriptFailed),
+        ("VALIDATION_ERROR", .validationError), ("FILE_DELETE_ERROR", .fileDeleteError),
+        ("REQUEST_LIMIT_EXCEEDED", .requestLimitExceeded), ("DUPLICATE_REQUEST", .duplicateRequest),
+        ("INVALID_EVENT_NAME", .invalidEventName), ("USERNAME_MISSING", .usernameMissing),
+        ("PASSWORD_MISSING", .passwordMissing), ("USERNAME_TAKEN", .usernameTaken),
+        ("EMAIL_TAKEN", .emailTaken), ("EMAIL_MISSING", .emailMissing), ("EMAIL_NOT_FOUND", .emailNotFound),
+        ("SESSION_MISSING", .sessionMissing), ("MUST_CREATE_USER_THROUGH_SIGNUP", .mustCreateUserThroughSignup),
+        ("ACCOUNT_ALREADY_LINKED", .accountAlreadyLinked), ("INVALID_SESSION_TOKEN", .invalidSessionToken),
+    ]
+
     /// HTTP status for this code (DESIGN §10): 101 → 404, 119 → 403, 1 → 500, 155 → 429, else 400.
     public var httpStatus: Int {
         switch rawValue {

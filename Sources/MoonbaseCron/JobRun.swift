@@ -28,6 +28,8 @@ public final class JobRun: Sendable {
         var fraction: Double?
         var message: String?
         var lastWrite: Int64 = .min
+        /// The last text reported, written or not (the final message of a job returning nothing).
+        var lastMessage: String?
     }
     private let pending = Mutex(Pending())
 
@@ -53,6 +55,9 @@ public final class JobRun: Sendable {
         update(fraction: nil, message: text)
     }
 
+    /// The last text given to `message` or `progress`, if any.
+    public var lastMessage: String? { pending.withLock { $0.lastMessage } }
+
     /// True once the server is shutting down; a runner may stop the job early.
     public var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
 
@@ -62,7 +67,7 @@ public final class JobRun: Sendable {
         let now = clock.nowMillis()
         let write: (Double?, String?)? = pending.withLock { p in
             if let fraction { p.fraction = fraction }
-            if let message { p.message = message }
+            if let message { p.message = message; p.lastMessage = message }
             guard p.lastWrite == .min || now - p.lastWrite >= intervalMs else { return nil }
             p.lastWrite = now
             defer { p.fraction = nil; p.message = nil }

@@ -65,6 +65,15 @@ public final class Scheduler: Sendable {
         var accepting = true
         var started = false
         var timerStop = false
+        var chores: [Chore] = []
+    }
+
+    /// Host housekeeping run by the timer (e.g. purging expired sessions).
+    struct Chore {
+        var intervalMs: Int64
+        var next: Int64
+        var busy = false
+        let task: @Sendable () -> Void
     }
 
     let runner: any JobRunner
@@ -154,11 +163,40 @@ public final class Scheduler: Sendable {
         for run in runs { run.flushIfDue(now: now) }
     }
 
+    /// Runs `task` every `intervalMs` (the first time one interval after the timer starts), on a
+    /// thread of its own so a task waiting for the writer never delays a schedule; a task still
+    /// running when it is due again is not started twice.
+    public func every(_ intervalMs: Int64, _ task: @escaping @Sendable () -> Void) {
+        let now = clock.nowMillis()
+        state.withLock { $0.chores.append(Chore(intervalMs: max(1, intervalMs), next: now + max(1, intervalMs), task: task)) }
+    }
+
+    func runDueChores(now: Int64) {
+        let due: [Int] = state.withLock { s in
+            var out: [Int] = []
+            for i in s.chores.indices where !s.chores[i].busy && s.chores[i].next <= now {
+                s.chores[i].busy = true
+                s.chores[i].next = now + s.chores[i].intervalMs
+                out.append(i)
+            }
+            return out
+        }
+        for i in due {
+            let task = state.withLock { $0.chores[i].task }
+            let spawned = JobThread.spawn { [self] in
+                task()
+                state.withLock { $0.chores[i].busy = false }
+            }
+            if !spawned { state.withLock { $0.chores[i].busy = false } }
+        }
+    }
+
     private func timerLoop() {
         while true {
             if state.withLock({ $0.timerStop }) { return }
             tick(now: clock.nowMillis())
             flushDueProgress(now: clock.nowMillis())
+            runDueChores(now: clock.nowMillis())
             var sleep = options.maxSleepMs
             if let next = nextFireTime { sleep = min(sleep, max(1, next - clock.nowMillis())) }
             wakeup.wait(timeoutMs: sleep)

@@ -21,12 +21,15 @@ public final class Host: Sendable {
         Log.configure(format: config.logFormat)
         try FileSystem.makeDirectories(config.dataDir, mode: 0o700)
         let clock = SystemClock()
-        let masterKey = try MasterKey.resolve(config)
+        // Only the server makes the key it prints; the other verbs never leave one behind.
+        let masterKey = try MasterKey.resolve(config, create: serving)
         let database = try Database(path: config.databasePath)
         let store = try SQLiteDocumentStore(database: database, clock: clock)
         var authConfig = AuthConfig(appId: config.appId)
         authConfig.loginMaxFailures = config.loginMaxFailures
         authConfig.sessionLifetimeMillis = config.sessionLengthSeconds * 1000
+        authConfig.accessTokenLifetimeMillis = config.accessTokenSeconds * 1000
+        authConfig.refreshTokenLifetimeMillis = config.refreshTokenSeconds * 1000
         let auth = try AuthService(store: store, config: authConfig, clock: clock)
         let quota = Quota(config: QuotaConfig(accountingEnabled: config.accounting,
                                               monthlyRequests: Int64(config.quotaMonthlyRequests),
@@ -36,10 +39,17 @@ public final class Host: Sendable {
         let metrics = ServerMetrics()
         let files = try FileStore(dir: config.filesDir, database: database, clock: clock)
         let objects = ObjectService(store: store)
+        // MOONBASE_LUA_* set the limits of functions, triggers and routes; jobs keep their own
+        // (1 h, 256 MB, no DB-operation limit) except an explicit instruction budget and the result cap.
+        var jobLimits = LuaLimits.jobDefaults
+        jobLimits.maxInstructions = Int64(config.luaMaxInstructions)
+        jobLimits.maxResultBytes = Int64(config.maxResponseMB) << 20
         let limits = LuaLimitsConfig(
             functions: LuaLimits(timeoutMs: Int64(config.luaTimeoutMs), maxMemoryMB: Int64(config.luaMaxMemoryMB),
-                                 maxDbOps: Int64(config.luaMaxDbOps), maxInstructions: Int64(config.luaMaxInstructions)),
-            jobs: .jobDefaults, loading: .loadDefaults)
+                                 maxDbOps: Int64(config.luaMaxDbOps), maxInstructions: Int64(config.luaMaxInstructions),
+                                 writerHoldMs: Int64(config.luaWriterHoldMs), maxVMMemoryMB: Int64(config.luaMaxVMMemoryMB),
+                                 maxResultMB: Int64(config.maxResponseMB)),
+            jobs: jobLimits, loading: .loadDefaults)
         let cloud = CloudService(objects: objects, auth: auth, files: files, limits: limits, clock: clock)
         objects.setTriggers(cloud)
         let recorder = JobStatusRecorder(store: store, keepPerJob: config.jobHistoryPerJob)

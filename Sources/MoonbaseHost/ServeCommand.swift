@@ -11,16 +11,23 @@ enum ServeCommand {
         usage: moonbase serve [--host H] [--port P] [--data DIR] [--functions DIR] [--cron DIR]
                               [--public-url URL] [--log-format text|json] [--workers N]
                               [--metrics-require-master] [--quota-monthly-requests N]
-                              [--rate-limit-per-minute N]
-        environment: MOONBASE_HOST, MOONBASE_PORT, MOONBASE_APP_ID, MOONBASE_MASTER_KEY,
-          MOONBASE_REST_KEY, MOONBASE_QUOTA_MONTHLY_REQUESTS, MOONBASE_RATE_LIMIT_PER_MINUTE,
-          MOONBASE_ACCOUNTING=off, MOONBASE_LOGIN_MAX_FAILURES, MOONBASE_LUA_TIMEOUT_MS,
-          MOONBASE_LUA_MAX_MEMORY_MB, MOONBASE_LUA_MAX_DB_OPS, MOONBASE_LUA_MAX_INSTRUCTIONS
+                              [--rate-limit-per-minute N] [--cors-origins LIST|*|none]
+        environment (flags win): MOONBASE_HOST, MOONBASE_PORT, MOONBASE_DATA, MOONBASE_APP_ID,
+          MOONBASE_MASTER_KEY, MOONBASE_REST_KEY, MOONBASE_PUBLIC_URL, MOONBASE_QUOTA_MONTHLY_REQUESTS,
+          MOONBASE_RATE_LIMIT_PER_MINUTE, MOONBASE_ACCOUNTING=off, MOONBASE_LOGIN_MAX_FAILURES,
+          MOONBASE_SESSION_LENGTH_SECONDS, MOONBASE_SESSION_LIFETIME_DAYS,
+          MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS, MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS,
+          MOONBASE_SESSION_PURGE_SECONDS, MOONBASE_LUA_TIMEOUT_MS, MOONBASE_LUA_MAX_MEMORY_MB,
+          MOONBASE_LUA_MAX_DB_OPS, MOONBASE_LUA_MAX_INSTRUCTIONS, MOONBASE_WORKERS, MOONBASE_IO_THREADS,
+          MOONBASE_MAX_BODY_BYTES, MOONBASE_MAX_FILE_BYTES, MOONBASE_JOB_HISTORY, MOONBASE_LOG_FORMAT,
+          MOONBASE_CORS_ORIGINS, MOONBASE_LUA_WRITER_HOLD_MS,
+          MOONBASE_LUA_MAX_VM_MEMORY_MB, MOONBASE_MAX_RESPONSE_MB, MOONBASE_HTTP_ALLOW,
+          MOONBASE_HTTP_MAX_REQUESTS (docs/operations.md says what each does)
         """
 
     static func run(_ args: [String]) throws -> Int32 {
         guard let (a, base) = try Commands.parse(args,
-            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute"],
+            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute", "cors-origins"],
             flags: ["metrics-require-master"], help: help) else { return 0 }
         var c = base
         if let v = a.value("host") { c.host = v }
@@ -37,6 +44,7 @@ enum ServeCommand {
         if a.flag("metrics-require-master") { c.metricsRequireMaster = true }
         if let v = try a.int("quota-monthly-requests") { c.quotaMonthlyRequests = v }
         if let v = try a.int("rate-limit-per-minute") { c.rateLimitPerMinute = v }
+        if let v = a.value("cors-origins") { c.corsOrigins = CORSPolicy.parse(v) }
         guard a.positionals.isEmpty else { throw UsageError("unexpected argument '\(a.positionals[0])'") }
 
         let host = try Host.build(c, serving: true)
@@ -57,6 +65,15 @@ enum ServeCommand {
         }
         s.usageFlusher?.start()
         s.realtime.start()
+        // Expired sessions are deleted on a schedule, not only when their token is next used.
+        s.jobs.scheduler.every(Int64(c.sessionPurgeSeconds) * 1000) { [auth = s.auth] in
+            do throws(ParseError) {
+                let n = try auth.purgeExpiredSessions()
+                if n > 0 { Log.info("purged \(n) expired session(s)") }
+            } catch {
+                Log.warn("purging expired sessions failed: \(error.message)")
+            }
+        }
         s.jobs.scheduler.start()
         host.watcher?.start()
         Log.info("moonbase serving on http://\(c.host):\(server.port) (data \(c.dataDir), functions \(c.functionsDir), cron \(c.cronDir))")

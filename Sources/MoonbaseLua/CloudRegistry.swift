@@ -40,6 +40,7 @@ public struct CloudFunctionOptions: Sendable, Hashable {
     public var maxMemoryMB: Int64?
     public var maxDbOps: Int64?
     public var maxInstructions: Int64?
+    public var writerHoldMs: Int64?
     public init() {}
 }
 

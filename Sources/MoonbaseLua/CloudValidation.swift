@@ -10,7 +10,8 @@ enum CloudValidation {
         if o.requireMaster && !request.identity.isMaster {
             throw ParseError(.validationError, "Validation failed. Master key is required to complete this request.")
         }
-        if o.requireUser && request.identity.userId == nil && !request.identity.isMaster {
+        // Reached by a master call only with validateMasterKey: then it needs a user like any other.
+        if o.requireUser && request.identity.userId == nil {
             throw ParseError(.validationError, "login required")
         }
         var p = params

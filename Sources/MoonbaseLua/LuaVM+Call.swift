@@ -52,9 +52,7 @@ extension LuaVM {
         case .returnOrField(let f): cMode = Int32(LB_RESULT_RETURN_OR_FIELD); field = f
         case .shared: cMode = Int32(LB_RESULT_RETURN) | Int32(LB_RESULT_SHARED_GLOBALS)
         }
-        let lim = context.limits
-        let limits = lb_limits(timeout_ms: lim.timeoutMs, max_memory: lim.maxMemoryBytes,
-                               max_instructions: lim.maxInstructions)
+        let limits = context.limits.bridge
         var cExtras: [lb_extra] = []
         var owned: [UnsafeMutablePointer<CChar>] = []
         defer { for p in owned { free(p) } }
@@ -122,11 +120,28 @@ extension LuaVM {
         case Int(LB_KILL_TIMEOUT): what = "timeout of \(l.timeoutMs) ms exceeded"
         case Int(LB_KILL_INSTRUCTIONS): what = "instruction limit of \(l.maxInstructions) exceeded"
         case Int(LB_KILL_DBOPS): what = "database operation limit of \(l.maxDbOps) exceeded"
+        case Int(LB_KILL_WRITER_HOLD): what = "writer hold limit of \(l.writerHoldMs) ms exceeded"
+        case Int(LB_KILL_VM_MEMORY): what = "VM memory limit of \(l.maxVMMemoryBytes >> 20) MB (module state included) exceeded"
+        case Int(LB_KILL_RESULT): what = "response size limit of \(l.maxResultBytes >> 20) MB exceeded"
         default: what = "memory limit of \(l.maxMemoryMB) MB exceeded"
         }
         var msg = "\(what) in function '\(outer.functionName)'"
         if !w.isEmpty { msg += " (\(w))" }
         return ParseError(.scriptFailed, msg)
+    }
+}
+
+extension LuaVM {
+    /// Runs `body` (which runs Lua on this VM) while the calling thread holds the database
+    /// writer: Lua code running after the writer hold limit has passed is stopped with 141
+    /// "writer hold limit of N ms exceeded", so the write rolls back and the writer is free.
+    /// The limit is the outermost running call's, else `limits`'s (a trigger fired by a REST
+    /// write). Nested spans keep the outermost span's start.
+    public func holdingWriter<T>(_ limits: LuaLimits, _ body: () throws(ParseError) -> T) throws(ParseError) -> T {
+        let ms = (contexts.first?.limits ?? limits).writerHoldMs
+        lb_hold_begin(handle, ms)
+        defer { lb_hold_end(handle) }
+        return try body()
     }
 }
 

@@ -19,8 +19,7 @@ extension LuaVM {
         }
         var res = lb_result()
         defer { lb_result_free(&res) }
-        let lim = lb_limits(timeout_ms: limits.timeoutMs, max_memory: limits.maxMemoryBytes,
-                            max_instructions: limits.maxInstructions)
+        let lim = limits.bridge
         var src = source
         src.withUTF8 { b in
             b.withMemoryRebound(to: CChar.self) { _ = lb_load(handle, "@" + file, $0.baseAddress, $0.count, lim, &res) }
@@ -117,9 +116,7 @@ extension LuaVM {
         }
         var res = lb_result()
         defer { lb_result_free(&res) }
-        let lim = lb_limits(timeout_ms: limits.timeoutMs, max_memory: limits.maxMemoryBytes,
-                            max_instructions: limits.maxInstructions)
-        _ = lb_require_module(handle, name, lim, &res)
+        _ = lb_require_module(handle, name, limits.bridge, &res)
         if res.status == Int32(LB_OK) { return }
         throw loadError(&res, file: file, context: ctx)
     }
@@ -255,6 +252,7 @@ extension LuaVM {
             case "maxMemoryMB": r.maxMemoryMB = try positive(e.value, e.key)
             case "maxDbOps": r.maxDbOps = try positive(e.value, e.key)
             case "maxInstructions": r.maxInstructions = try positive(e.value, e.key)
+            case "writerHoldMs": r.writerHoldMs = try positive(e.value, e.key)
             case "rateLimit":
                 guard let rl = e.value.objectValue, let n = rl["perMinute"]?.intValue, n > 0, rl.count == 1 else {
                     throw bad("rateLimit must be {perMinute = N}")

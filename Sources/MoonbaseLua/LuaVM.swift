@@ -72,6 +72,7 @@ public final class LuaVM {
             throw ParseError.internalError("cannot create a Lua state")
         }
         raw = vm
+        try Self.installErrorCodes(vm)
         for (i, binding) in bindings.enumerated() {
             guard let (ns, name) = binding.luaName else { continue }
             guard lb_register(vm, ns, name, Int64(i)) == 0 else {
@@ -82,11 +83,21 @@ public final class LuaVM {
 
     deinit { lb_close(raw) }
 
+    /// `cloud.codes`: the Parse error codes by their SDK names, from the one list in
+    /// `ParseErrorCode.named`.
+    private static func installErrorCodes(_ vm: OpaquePointer) throws(ParseError) {
+        let spec = ParseErrorCode.named.map { "\($0.name) \($0.code.rawValue)\n" }.joined()
+        guard lb_set_error_codes(vm, spec) == 0 else { throw ParseError.internalError("cannot install cloud.codes") }
+    }
+
     /// The default `crypto.randomId` source: libsodium via MoonbaseCrypto.
     public static func defaultRandomId(_ n: Int) -> String { Random.alphanumeric(n) }
 
     /// Bytes currently allocated by the Lua heap.
     public var memoryInUse: Int { lb_memory(raw) }
+    /// The last call was stopped by the VM memory limit: this VM's module state leaves too little
+    /// room, so the host drops it and builds a fresh one from the current generation.
+    public var overVMMemoryLimit: Bool { lb_over_vm_limit(raw) != 0 }
     /// Nesting of calls currently running on this VM (0 when idle).
     public var depth: Int { Int(lb_depth(raw)) }
     /// Values left on the Lua stack (0 when idle: the harness checks the stack stays balanced).

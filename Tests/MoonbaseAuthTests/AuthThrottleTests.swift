@@ -65,12 +65,4 @@ struct AuthThrottleTests {
         t.reset("ip:x")
         #expect(throws: Never.self) { try t.check(["ip:x"]) }
     }
-
-    @Test func configFromEnvironment() throws {
-        #expect(try AuthConfig.fromEnvironment([:]).loginMaxFailures == 10)
-        #expect(try AuthConfig.fromEnvironment(["MOONBASE_LOGIN_MAX_FAILURES": "0"]).loginMaxFailures == 0)
-        #expect(try AuthConfig.fromEnvironment(["MOONBASE_APP_ID": "x"]).appId == "x")
-        #expect(throws: ParseError.self) { try AuthConfig.fromEnvironment(["MOONBASE_LOGIN_MAX_FAILURES": "-1"]) }
-        #expect(throws: ParseError.self) { try AuthConfig.fromEnvironment(["MOONBASE_SESSION_LIFETIME_DAYS": "abc"]) }
-    }
 }

@@ -73,10 +73,4 @@ import Testing
         let e = failure { try vm.runFunction("s", params: [:], request: CloudRequest()) }
         #expect(e?.message.hasPrefix("timeout of 50 ms exceeded") == true)
     }
-
-    @Test func environmentOverrides() throws {
-        let l = try LuaLimits.functionDefaults.overridden(by: ["MOONBASE_LUA_TIMEOUT_MS": "250", "MOONBASE_LUA_MAX_MEMORY_MB": "8"])
-        #expect(l.timeoutMs == 250 && l.maxMemoryMB == 8 && l.maxDbOps == 10_000 && l.maxInstructions == 0)
-        #expect(throws: ParseError.self) { try LuaLimits.functionDefaults.overridden(by: ["MOONBASE_LUA_MAX_DB_OPS": "x"]) }
-    }
 }

@@ -32,7 +32,7 @@ local function intParam(params, name, default, lo, hi)
   local v = params[name]
   if not present(v) then return default end
   local n = integral(v)
-  if not n or n < lo or n > hi then fail(142, name .. " must be a whole number from " .. lo .. " to " .. hi) end
+  if not n or n < lo or n > hi then fail(cloud.codes.VALIDATION_ERROR, name .. " must be a whole number from " .. lo .. " to " .. hi) end
   return n
 end
 
@@ -50,11 +50,11 @@ end
 
 -- The text of a post or comment: a string of 1 to 500 UTF-8 characters, not only whitespace.
 local function checkText(text)
-  if type(text) ~= "string" then fail(142, "text is required and must be a string") end
+  if type(text) ~= "string" then fail(cloud.codes.VALIDATION_ERROR, "text is required and must be a string") end
   local n = utf8.len(text)
-  if not n then fail(142, "text must be valid UTF-8") end
-  if not text:find("%S") then fail(142, "text must not be empty") end
-  if n > 500 then fail(142, "text must be at most 500 characters (got " .. n .. ")") end
+  if not n then fail(cloud.codes.VALIDATION_ERROR, "text must be valid UTF-8") end
+  if not text:find("%S") then fail(cloud.codes.VALIDATION_ERROR, "text must not be empty") end
+  if n > 500 then fail(cloud.codes.VALIDATION_ERROR, "text must be at most 500 characters (got " .. n .. ")") end
 end
 
 local function increment(n) return {__op = "Increment", amount = n} end

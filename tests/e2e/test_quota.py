@@ -34,7 +34,10 @@ cloud.define("limited", {rateLimit = {perMinute = 2}}, function(req) return "ok"
 """
 
 
-def usage_cli(data, *args):
+def usage_cli(data, *args, by="account"):
+    """The JSON report; by=None asks for the default (accounts and functions)."""
+    if by and "--by" not in args:
+        args = (*args, "--by", by)
     r = subprocess.run([BIN, "usage", "--json", "--data", data, *args], capture_output=True, text=True,
                        timeout=60, env=dict(os.environ, MOONBASE_MASTER_KEY=MASTER_KEY))
     assert r.returncode == 0, r.stdout + r.stderr
@@ -92,7 +95,10 @@ def test_monthly_quota_refuses_the_21st_and_survives_restart(server_factory):
         assert r.status_code == 200 and no_rate_headers(r), (path, r.status_code)
     assert s.stop() == 0
 
-    report = usage_cli(s.data)
+    both = usage_cli(s.data, by=None)   # without --by: the accounts and the functions
+    assert set(both) == {"accounts", "functions"} and both["functions"]["by"] == "function"
+    report = usage_cli(s.data, "--by", "account")
+    assert both["accounts"] == report
     assert set(report) == {"from", "to", "by", "rows"} and report["by"] == "account"
     # `app` holds every charged request; the caller's account (here the IP) the same ones.
     assert [row["key"] for row in report["rows"]] == ["app", "ip:127.0.0.1"], report

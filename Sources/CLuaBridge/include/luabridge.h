@@ -23,7 +23,10 @@ enum {
 };
 
 /* Why a call was killed (a tripped limit). */
-enum { LB_KILL_NONE = 0, LB_KILL_TIMEOUT = 1, LB_KILL_MEMORY = 2, LB_KILL_INSTRUCTIONS = 3, LB_KILL_DBOPS = 4 };
+enum { LB_KILL_NONE = 0, LB_KILL_TIMEOUT = 1, LB_KILL_MEMORY = 2, LB_KILL_INSTRUCTIONS = 3, LB_KILL_DBOPS = 4,
+       LB_KILL_WRITER_HOLD = 5,
+       LB_KILL_VM_MEMORY = 6,   /* the VM's whole heap (module state + this call) reached max_vm_memory */
+       LB_KILL_RESULT = 7 };    /* the call's JSON result grew past max_result */
 
 /* Outcome of lb_load / lb_call. */
 enum { LB_OK = 0, LB_ERROR = 1, LB_KILLED = 2 };
@@ -44,6 +47,8 @@ typedef struct {
     int64_t timeout_ms;
     int64_t max_memory;       /* bytes above the heap at call start */
     int64_t max_instructions;
+    int64_t max_vm_memory;    /* bytes of the VM's whole heap, module state included */
+    int64_t max_result;       /* bytes of the JSON text of the call's result */
 } lb_limits;
 
 /* Result of a load or call; free with lb_result_free. */
@@ -108,12 +113,24 @@ void lb_out_json(lb_out *o, const char *s, size_t n);     /* decoded to a Lua va
 int lb_out_error(lb_out *o, int32_t code, const char *msg, size_t n);   /* returns -1 */
 int lb_out_kill(lb_out *o, int32_t reason);                            /* returns -2 */
 
+/* The calling thread holds the database writer from now until lb_hold_end: the running (or
+ * next) call on this VM is killed with LB_KILL_WRITER_HOLD once `ms` have passed. Nested spans
+ * keep the outermost deadline. Touches no Lua state: callable from a host function. */
+void lb_hold_begin(lb_vm *vm, int64_t ms);
+void lb_hold_end(lb_vm *vm);
+
 /* During a host callback: "file:line" of the Lua code that called it (read-only, non-raising). */
 void lb_caller_where(lb_vm *vm, char *out, size_t cap);
 
 /* During a host callback (any thread may read it): milliseconds left before the running call's
  * wall-time limit, 0 once it has passed or the call was killed, -1 when it has no limit. */
 int64_t lb_call_remaining_ms(lb_vm *vm);
+/* 1 when the last call was stopped by max_vm_memory: the VM's module state leaves no room, so
+ * the host should discard it (and build a fresh one for the next call). */
+int lb_over_vm_limit(lb_vm *vm);
+/* Asks the watchdog thread to return freed heap memory to the system (glibc malloc_trim) shortly
+ * and again a few seconds later, once the host has dropped its copies of a large result. */
+void lb_request_trim(void);
 
 /* Introspection for tests and metrics. */
 size_t lb_memory(lb_vm *vm);
@@ -123,5 +140,9 @@ int lb_stack_top(lb_vm *vm);
 /* Every global and namespace field a script can reach, one dotted name per line (malloc'd; the
  * caller frees it); NULL on failure. */
 char *lb_api_names(lb_vm *vm, size_t *len);
+
+/* Installs `cloud.codes` (NAME = code, read-only) from "NAME CODE\n" lines: the host's one list
+ * of Parse error codes. */
+int lb_set_error_codes(lb_vm *vm, const char *spec);
 
 #endif

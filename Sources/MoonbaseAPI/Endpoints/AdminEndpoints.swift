@@ -8,15 +8,15 @@ import MoonbaseQuota
 enum AdminEndpoints {
     static func routes(_ s: Services, usage: SQLiteUsageSink) -> [(String, String, Endpoint)] {
         fileRoutes(s, pattern: "/admin/functions/:file", prefix: "") + fileRoutes(s, pattern: "/admin/functions/lib/:file", prefix: "lib/") + [
-            ("GET", "/admin/functions", Endpoint("admin.functions.list", access: .master) { req throws(ParseError) in
+            ("GET", "/admin/functions", Endpoint("admin.functions.list", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
-            ("GET", "/admin/jobs", Endpoint("admin.jobs", access: .master) { req throws(ParseError) in
+            ("GET", "/admin/jobs", Endpoint("admin.jobs", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("jobs")
                 return .json(200, JSON.encode(try jobsJSON(s)))
             }),
-            ("GET", "/admin/usage", Endpoint("admin.usage", access: .master) { req throws(ParseError) in
+            ("GET", "/admin/usage", Endpoint("admin.usage", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("usage")
                 guard let by = UsageGrouping(query: req.http.queryValue("by")) else {
                     throw ParseError(.invalidQuery, "by must be account, function, hour or month")
@@ -34,7 +34,7 @@ enum AdminEndpoints {
     /// module `lib/name.lua` (prefix "lib/").
     static func fileRoutes(_ s: Services, pattern: String, prefix: String) -> [(String, String, Endpoint)] {
         [
-            ("GET", pattern, Endpoint("admin.functions.get", access: .master) { req throws(ParseError) in
+            ("GET", pattern, Endpoint("admin.functions.get", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = prefix + (try luaFileName(req.param("file")))
                 guard let b = FileSystem.readFile(s.config.functionsDir + "/" + file) else {
@@ -42,7 +42,7 @@ enum AdminEndpoints {
                 }
                 return .text(200, String(decoding: b, as: UTF8.self), contentType: "text/x-lua; charset=utf-8")
             }),
-            ("PUT", pattern, Endpoint("admin.functions.put", access: .master) { req throws(ParseError) in
+            ("PUT", pattern, Endpoint("admin.functions.put", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = prefix + (try luaFileName(req.param("file")))
                 let text = String(decoding: req.http.body, as: UTF8.self)
@@ -64,7 +64,7 @@ enum AdminEndpoints {
                 }
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
-            ("DELETE", pattern, Endpoint("admin.functions.delete", access: .master) { req throws(ParseError) in
+            ("DELETE", pattern, Endpoint("admin.functions.delete", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = prefix + (try luaFileName(req.param("file")))
                 let path = s.config.functionsDir + "/" + file

@@ -71,15 +71,9 @@ enum BatchEndpoint {
         case ("GET", 3):
             return try JSON.parse(try s.objects.get(className, parts[2], caller: caller))
         case ("GET", 2):
-            var params: [String: String] = [:]
-            for e in body {
-                switch e.value {
-                case .string(let v): params[e.key] = v
-                case .int(let v): params[e.key] = String(v)
-                default: params[e.key] = e.value.jsonString
-                }
-            }
-            let q = try FindQuery(className: className, rest: params)
+            // The body holds the query's parameters as JSON values (`where` an object or JSON
+            // text, `limit` a number even beyond 64 bits, lists as arrays or comma text).
+            let q = try FindQuery(className: className, options: body, maxLimit: FindQuery.restMaxLimit)
             return try JSON.parse(try s.objects.find(q, caller: caller).responseBody())
         default:
             throw ParseError(.invalidJSON, "unsupported batch request: \(method) \(path)")

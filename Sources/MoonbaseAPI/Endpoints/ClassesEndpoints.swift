@@ -25,7 +25,10 @@ enum ClassesEndpoints {
                 let className = req.param("className")
                 req.target = .class(className)
                 let (keys, include) = try keysAndInclude(req.http)
-                let bytes = try s.objects.get(className, req.param("objectId"), keys: keys, include: include, caller: s.caller(req))
+                let exclude = req.http.queryValue("excludeKeys").map { $0.split(separator: ",").map(String.init) } ?? []
+                _ = try validated(keys: exclude, include: [])
+                let bytes = try s.objects.get(className, req.param("objectId"), keys: keys, include: include,
+                                              excludeKeys: exclude, caller: s.caller(req))
                 return .json(200, bytes)
             }),
             ("PUT", "/parse/classes/:className/:objectId", Endpoint("classes.update", access: .app) { req throws(ParseError) in

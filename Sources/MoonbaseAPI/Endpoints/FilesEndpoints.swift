@@ -17,7 +17,7 @@ enum FilesEndpoints {
             ("GET", "/parse/files/:app/:name", Endpoint("files.get", access: .open) { req throws(ParseError) in
                 guard req.param("app") == s.config.appId else { throw ParseError(.objectNotFound, "File not found.") }
                 let (body, type) = try s.files.open(req.param("name"))
-                return .file(200, body, contentType: type)
+                return .file(200, body, contentType: type, headers: servedHeaders(contentType: type))
             }),
             ("DELETE", "/parse/files/:name", Endpoint("files.delete", access: .master) { req throws(ParseError) in
                 guard try s.files.delete(req.param("name")) else { throw ParseError(.objectNotFound, "File not found.") }
@@ -25,6 +25,18 @@ enum FilesEndpoints {
             }),
         ]
     }
+
+    /// Uploaded files are served from the API's origin: the browser must not sniff a type of
+    /// its own, and anything but a raster image (HTML, SVG, PDF, unknown bytes) is sandboxed so a
+    /// file cannot run script as the API's origin.
+    static func servedHeaders(contentType: String) -> [(String, String)] {
+        var h = [("X-Content-Type-Options", "nosniff")]
+        let base = contentType.split(separator: ";").first.map { String($0).trimmingWhitespace().lowercased() } ?? ""
+        if !rasterImageTypes.contains(base) { h.append(("Content-Security-Policy", "sandbox")) }
+        return h
+    }
+
+    static let rasterImageTypes: Set<String> = ["image/png", "image/jpeg", "image/gif", "image/webp"]
 
     static func fileURL(_ s: Services, _ req: APIRequest, _ stored: String) -> String {
         s.baseURL(req) + "/parse/files/\(s.config.appId)/\(stored)"

@@ -14,9 +14,11 @@ public final class API: HTTPHandler {
     public let services: Services
     let parseRoutes: Router<Endpoint>
     let luaRoutes = Mutex(Router<Endpoint>())
+    let cors: CORSPolicy
 
     public init(services: Services) throws(ParseError) {
         self.services = services
+        cors = CORSPolicy(origins: services.config.corsOrigins)
         var r = Router<Endpoint>()
         do {
             for (method, pattern, endpoint) in API.parseEndpoints(services) {
@@ -49,17 +51,50 @@ public final class API: HTTPHandler {
         route(request.method, request.path)?.value.inline ?? true
     }
 
-    /// Matches the route once, on the I/O thread, and hands the match to `handle` in the note.
+    /// Rewrites what the Parse SDKs send into the plain REST shape, matches the route once, on
+    /// the I/O thread, and hands the match to `handle` in the note.
     public func dispatch(_ request: inout HTTPRequest) -> Bool {
         RealtimeEndpoints.liftQueryCredentials(&request)
-        guard let m = route(request.method, request.path) else { return true }
+        SDKRequest.normalize(&request)
+        let m = request.method == "OPTIONS" ? nil : route(request.method, request.path)
         request.note = RoutedNote(m)
-        return m.value.inline
+        return m?.value.inline ?? true
     }
 
-    public func handle(_ http: HTTPRequest) -> HTTPResponse {
+    public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        var http = request
+        if !(http.note is RoutedNote) { SDKRequest.normalize(&http) }
+        var response: HTTPResponse
+        if http.method == "OPTIONS" && cors.applies(http.path) {
+            response = cors.preflight(http)
+        } else {
+            response = answer(http)
+            // A Lua route that set its own CORS headers keeps them.
+            let corsHeaders = cors.headers(http)
+            if !corsHeaders.isEmpty, response.header("Access-Control-Allow-Origin") == nil {
+                response.headers.append(contentsOf: corsHeaders)
+            }
+        }
+        if API.carriesData(http), response.header("Cache-Control") == nil {
+            response.headers.append(("Cache-Control", "no-store"))
+        }
+        return response
+    }
+
+    /// Answers from the API (not file downloads, health or metrics) carry user data: HTTP caches
+    /// must not keep them (some, such as Foundation's URLCache on Linux, key GETs without their
+    /// query string and would replay one query's answer for another).
+    static func carriesData(_ http: HTTPRequest) -> Bool {
+        let p = http.path
+        if p.hasPrefix("/parse/files/") { return http.method != "GET" && http.method != "HEAD" }
+        if p == "/parse/health" { return false }
+        return p.hasPrefix("/parse/") || p.hasPrefix("/admin/") || p.hasPrefix("/oauth/")
+    }
+
+    func answer(_ http: HTTPRequest) -> HTTPResponse {
         let started = monotonicNanos()
-        guard let match = (http.note as? RoutedNote)?.match ?? route(http.method, http.path) else {
+        let routed = http.note as? RoutedNote
+        guard let match = routed != nil ? routed?.match : route(http.method, http.path) else {
             let allowed = parseRoutes.allowedMethods(path: http.path)
             if !allowed.isEmpty {
                 return .parseError(status: 405, code: ParseErrorCode.commandUnavailable.rawValue,
@@ -165,12 +200,20 @@ public final class API: HTTPHandler {
         let config = services.config
         let masterGiven = http.header("x-parse-master-key")
         let isMaster = masterGiven.map { ConstantTime.equals($0, services.masterKey) } ?? false
+        if access == .masterOnly {
+            // Admin routes: the master key alone; anything else is 403 with 119.
+            guard isMaster else { throw ParseError(.operationForbidden, "unauthorized: master key is required") }
+            req.identity = .master
+            return
+        }
         if access != .open {
             guard let appId = http.header("x-parse-application-id"), ConstantTime.equals(appId, config.appId) else {
                 throw API.unauthorized
             }
             if let rest = config.restKey, !isMaster {
-                guard let given = http.header("x-parse-rest-api-key"), ConstantTime.equals(given, rest) else {
+                // The JavaScript SDK sends its key as `_JavaScriptKey` (read as this header).
+                let given = http.header("x-parse-rest-api-key") ?? http.header("x-parse-javascript-key")
+                guard let given, ConstantTime.equals(given, rest) else {
                     throw API.unauthorized
                 }
             }
@@ -216,9 +259,10 @@ public final class API: HTTPHandler {
 }
 
 /// The route `API.dispatch` matched, carried to `handle` in `HTTPRequest.note`.
+/// A nil match: the request was normalized but no route matched (or it is a preflight).
 final class RoutedNote: Sendable {
-    let match: RouteMatch<Endpoint>
-    init(_ match: RouteMatch<Endpoint>) { self.match = match }
+    let match: RouteMatch<Endpoint>?
+    init(_ match: RouteMatch<Endpoint>?) { self.match = match }
 }
 
 extension String {

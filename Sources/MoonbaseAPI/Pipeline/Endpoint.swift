@@ -11,6 +11,9 @@ public enum Access: Sendable {
     case app
     /// As `.app`, plus the master key (403/119 without it).
     case master
+    /// The master key alone, no application id (`/admin/*`); 403/119 without it, so every
+    /// refusal has a Parse code.
+    case masterOnly
 }
 
 /// A registered API endpoint.

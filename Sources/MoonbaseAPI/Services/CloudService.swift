@@ -167,9 +167,22 @@ public final class CloudService: Sendable {
         let cpu0 = threadCPUNanos()
         defer {
             slot.caller = saved
-            if saved == nil { c.meter?.luaCPUNanos &+= threadCPUNanos() &- cpu0 }
+            if saved == nil {
+                c.meter?.luaCPUNanos &+= threadCPUNanos() &- cpu0
+                dropVMOverItsLimit(slot)
+            }
         }
         return try body()
+    }
+
+    /// A VM whose last call hit the VM memory limit holds module state that leaves too little
+    /// room for calls: it is dropped (its memory freed and returned to the system) and the next
+    /// call on this thread builds a fresh one from the current generation.
+    func dropVMOverItsLimit(_ slot: VMSlot) {
+        guard let vm = slot.vm, vm.depth == 0, vm.overVMMemoryLimit else { return }
+        Log.warn("cloud code: a Lua VM reached its memory limit (\(vm.memoryInUse >> 20) MB in use); it is rebuilt, its module state is lost")
+        slot.vm = nil
+        slot.generation = -1
     }
 
     public func callFunction(_ name: String, params: JSONObject, caller: CallerContext) throws(ParseError) -> JSONValue {
@@ -240,20 +253,33 @@ extension CloudService: TriggerRunner {
         registry.trigger(CloudService.kind(kind), className) != nil
     }
 
+    /// Runs a save/delete trigger; it holds the writer when its write is open on this thread
+    /// (before-triggers inside the write, after-triggers in their own transaction).
+    func runWriteTrigger(_ vm: LuaVM, _ caller: CallerContext,
+                         _ body: () throws(ParseError) -> JSONValue?) throws(ParseError) -> JSONValue? {
+        try metered(caller) { () throws(ParseError) -> JSONValue? in
+            guard objects.store.database.currentTransaction != nil else { return try body() }
+            return try vm.holdingWriter(limits.functions, body)
+        }
+    }
+
     public func runSave(_ kind: TriggerKind, className: String, object: JSONObject, original: JSONObject?,
                         caller: CallerContext) throws(ParseError) -> JSONObject {
         let vm = try vm()
-        let out = try metered(caller) { () throws(ParseError) -> JSONValue? in
-            try vm.runTrigger(CloudService.kind(kind), className: className, object: .object(object),
-                              original: original.map { .object($0) }, request: request(caller), limits: limits.functions)
+        let out = try runWriteTrigger(vm, caller) { () throws(ParseError) -> JSONValue? in
+            try vm.runTrigger(CloudService.kind(kind), className: className,
+                              object: .object(LuaObjects.tagged(object, className)),
+                              original: original.map { .object(LuaObjects.tagged($0, className)) },
+                              request: request(caller), limits: limits.functions)
         }
-        return out?.objectValue ?? object
+        return out?.objectValue.map { LuaObjects.untagged($0, className) } ?? object
     }
 
     public func runDelete(_ kind: TriggerKind, className: String, object: JSONObject, caller: CallerContext) throws(ParseError) {
         let vm = try vm()
-        _ = try metered(caller) { () throws(ParseError) -> JSONValue? in
-            try vm.runTrigger(CloudService.kind(kind), className: className, object: .object(object),
+        _ = try runWriteTrigger(vm, caller) { () throws(ParseError) -> JSONValue? in
+            try vm.runTrigger(CloudService.kind(kind), className: className,
+                              object: .object(LuaObjects.tagged(object, className)),
                               request: request(caller), limits: limits.functions)
         }
     }
@@ -261,10 +287,11 @@ extension CloudService: TriggerRunner {
     public func runAfterFind(className: String, objects: [JSONObject], caller: CallerContext) throws(ParseError) -> [JSONObject] {
         let vm = try vm()
         let out = try metered(caller) { () throws(ParseError) -> JSONValue? in
-            try vm.runTrigger(.afterFind, className: className, objects: objects.map { .object($0) },
+            try vm.runTrigger(.afterFind, className: className,
+                              objects: objects.map { .object(LuaObjects.tagged($0, className)) },
                               request: request(caller), limits: limits.functions)
         }
         guard let arr = out?.arrayValue else { return objects }
-        return arr.compactMap(\.objectValue)
+        return arr.compactMap { $0.objectValue.map { LuaObjects.untagged($0, className) } }
     }
 }

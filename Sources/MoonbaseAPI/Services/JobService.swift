@@ -57,7 +57,8 @@ struct CloudJobRunner: JobRunner {
             let message = try cloud.runJob(run.job, params: run.params,
                                            progress: { f, t in if let f { run.progress(f, t) } else if let t { run.message(t) } },
                                            message: { run.message($0) })
-            outcome = .succeeded(message: message ?? "")
+            // A job returning nothing keeps the last message it reported.
+            outcome = .succeeded(message: message ?? run.lastMessage ?? "")
         } catch {
             outcome = .failed(message: error.message)
         }

@@ -54,7 +54,9 @@ struct LuaHost: CloudHostAPI {
         if name == "transaction" {
             guard let fn = args.first?.function else { throw ParseError(.scriptFailed, "db.transaction needs a function") }
             return try objects.store.write { (tx) throws(ParseError) -> JSONValue in
-                try ctx.vm.call(fn, [])
+                try ctx.vm.holdingWriter(service.limits.functions) { () throws(ParseError) -> JSONValue in
+                    try ctx.vm.call(fn, [])
+                }
             }
         }
         let className = try string(args, 0, "class name")
@@ -65,33 +67,33 @@ struct LuaHost: CloudHostAPI {
             let (keys, include) = try keysInclude(opts)
             do {
                 let bytes = try objects.get(className, id, keys: keys, include: include, caller: caller(ctx, opts))
-                return try JSON.parse(bytes)
+                return LuaObjects.tagged(try JSON.parse(bytes), className)
             } catch where error.code == .objectNotFound {
                 return .null
             }
         case "find", "first":
             let opts = arg(args, 2)?.objectValue ?? [:]
             var o = opts
-            if let w = arg(args, 1) { o["where"] = w }
+            if let w = LuaObjects.pointers(arg(args, 1)) { o["where"] = w }
             o.removeValue(forKey: "master")
             o.removeValue(forKey: "triggers")
             if name == "first" { o["limit"] = .int(1) }
             let q = try FindQuery(className: className, options: o, maxLimit: FindQuery.luaMaxLimit)
             let r = try objects.find(q, caller: caller(ctx, opts))
-            let arr = try JSON.parse(r.results)
+            let arr = LuaObjects.tagged(try JSON.parse(r.results), className)
             if name == "first" { return arr.arrayValue?.first ?? .null }
             return arr
         case "changes":
             return try changes(className, args, ctx)
         case "count":
             let opts = arg(args, 2)?.objectValue ?? [:]
-            return .int(Int64(try objects.count(className, where: arg(args, 1), caller: caller(ctx, opts))))
+            return .int(Int64(try objects.count(className, where: LuaObjects.pointers(arg(args, 1)), caller: caller(ctx, opts))))
         case "distinct":
             let field = try string(args, 1, "field")
             let opts = arg(args, 3)?.objectValue ?? [:]
-            return .array(try objects.distinct(className, field: field, where: arg(args, 2), caller: caller(ctx, opts)))
+            return .array(try objects.distinct(className, field: field, where: LuaObjects.pointers(arg(args, 2)), caller: caller(ctx, opts)))
         case "create":
-            let fields = arg(args, 1)?.objectValue ?? [:]
+            let fields = LuaObjects.untagged(arg(args, 1)?.objectValue ?? [:], className)
             let opts = arg(args, 2)?.objectValue ?? [:]
             let c = caller(ctx, opts)
             if className == "_User" {
@@ -99,23 +101,23 @@ struct LuaHost: CloudHostAPI {
                 // never stored as given; no session is returned to Lua.
                 guard let services = service.services else { throw ParseError.internalError("services not ready") }
                 let r = try services.signUp(fields, caller: c)
-                return .object(try service.auth.getUser(r.userId, identity: c.identity))
+                return .object(LuaObjects.tagged(try service.auth.getUser(r.userId, identity: c.identity), className))
             }
             let o = try objects.create(className, fields, caller: c)
-            return .object(try o.json(for: c.identity))
+            return .object(LuaObjects.tagged(try o.json(for: c.identity), className))
         case "update":
             let id = try string(args, 1, "objectId")
-            let changes = arg(args, 2)?.objectValue ?? [:]
+            let changes = LuaObjects.untagged(arg(args, 2)?.objectValue ?? [:], className)
             let opts = arg(args, 3)?.objectValue ?? [:]
             let c = caller(ctx, opts)
             if className == "_User" {
                 // Same rules as REST: currentPassword for email/password changes (unless master),
                 // password hashed, other sessions revoked on a password change.
                 _ = try service.services?.updateUser(id, changes, caller: c, sessionId: nil)
-                return .object(try service.auth.getUser(id, identity: c.identity))
+                return .object(LuaObjects.tagged(try service.auth.getUser(id, identity: c.identity), className))
             }
             let o = try objects.update(className, id, changes, caller: c)
-            return .object(try o.json(for: c.identity))
+            return .object(LuaObjects.tagged(try o.json(for: c.identity), className))
         case "delete":
             let id = try string(args, 1, "objectId")
             let opts = arg(args, 2)?.objectValue ?? [:]
@@ -128,13 +130,13 @@ struct LuaHost: CloudHostAPI {
         case "deleteWhere":
             let opts = arg(args, 2)?.objectValue ?? [:]
             let c = caller(ctx, opts)
-            let n = try objects.deleteWhere(className, where: arg(args, 1), runTriggers: opts["triggers"]?.boolValue ?? true, caller: c)
+            let n = try objects.deleteWhere(className, where: LuaObjects.pointers(arg(args, 1)), runTriggers: opts["triggers"]?.boolValue ?? true, caller: c)
             return .int(Int64(n))
         case "updateWhere":
-            let changes = arg(args, 2)?.objectValue ?? [:]
+            let changes = LuaObjects.untagged(arg(args, 2)?.objectValue ?? [:], className)
             let opts = arg(args, 3)?.objectValue ?? [:]
             let c = caller(ctx, opts)
-            let n = try objects.updateWhere(className, where: arg(args, 1), changes: changes,
+            let n = try objects.updateWhere(className, where: LuaObjects.pointers(arg(args, 1)), changes: changes,
                                             runTriggers: opts["triggers"]?.boolValue ?? true, caller: c)
             return .int(Int64(n))
         default:

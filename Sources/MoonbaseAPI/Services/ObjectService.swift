@@ -173,11 +173,12 @@ public final class ObjectService: Sendable {
 
     /// One object as JSON bytes (`keys`, `include`, afterFind), or 101.
     public func get(_ className: String, _ objectId: String, keys: [String]? = nil, include: [String] = [],
-                    caller: CallerContext) throws(ParseError) -> [UInt8] {
+                    excludeKeys: [String] = [], caller: CallerContext) throws(ParseError) -> [UInt8] {
         try store.checkCLP(.get, className, caller.identity)
         var q = FindQuery(className: className, where: .object(["objectId": .string(objectId)]),
                           limit: 1, keys: keys, include: include)
         q.operation = .get
+        q.excludeKeys = excludeKeys
         let r = try runFind(q, caller: caller)
         guard r.resultCount == 1 else { throw ParseError(.objectNotFound, "Object not found.") }
         // results is `[obj]`: strip the brackets.

@@ -24,6 +24,8 @@ public struct FindQuery: Sendable {
     public var keys: [String]?
     /// Pointer paths to expand (dotted, ≤ 3 levels).
     public var include: [String]
+    /// Fields left out of each result (`excludeKeys`, dotted paths allowed).
+    public var excludeKeys: [String] = []
     public var count: Bool
     /// The class permission the read is checked against: `get` for a fetch by id, `count` for a
     /// count-only query, else `find` (pointer permissions differ per operation).
@@ -99,6 +101,10 @@ public struct FindQuery: Sendable {
         } else {
             keys = nil
         }
+        excludeKeys = try Self.list(options["excludeKeys"], name: "excludeKeys")
+        for p in excludeKeys where !Naming.isValidFieldPath(p) {
+            throw ParseError(.invalidKeyName, "invalid field name in excludeKeys: \(p)")
+        }
         include = try Self.list(options["include"], name: "include")
         for p in include {
             guard Naming.isValidFieldPath(p) else { throw ParseError(.invalidKeyName, "invalid field name in include: \(p)") }
@@ -128,8 +134,12 @@ public struct FindQuery: Sendable {
         case .int(let i)? where i >= 0: return Int(min(i, Int64(Int32.max)))
         case .double(let d)? where d >= 0 && d == d.rounded() && d < 2e9: return Int(d)
         case .string(let s)?:
-            guard let i = Int(s), i >= 0 else { throw ParseError(.invalidQuery, "\(name) must be a non-negative integer") }
-            return min(i, Int(Int32.max))
+            if let i = Int(s), i >= 0 { return min(i, Int(Int32.max)) }
+            // Digits too many for 64 bits are still a non-negative integer: capped like any
+            // value above the maximum.
+            if !s.isEmpty, s.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) { return Int(Int32.max) }
+            throw ParseError(.invalidQuery, "\(name) must be a non-negative integer")
+        case .double(let d)? where d >= 0 && d == d.rounded(): return Int(Int32.max)
         default: throw ParseError(.invalidQuery, "\(name) must be a non-negative integer")
         }
     }

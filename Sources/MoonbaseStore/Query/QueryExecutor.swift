@@ -118,7 +118,7 @@ public struct QueryExecutor {
         case .rids(let rids, let desc): stmt = SelectBuilder.byRids(builder.schema.className, rids, descending: desc)
         case .select(let plan): stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
         }
-        let simple = q.include.isEmpty && q.keys == nil && !mainHook && RowSerializer.canSplice(q.className)
+        let simple = q.include.isEmpty && q.keys == nil && q.excludeKeys.isEmpty && !mainHook && RowSerializer.canSplice(q.className)
         if simple {
             var w = JSONWriter(capacity: 4096)
             var n = 0
@@ -145,6 +145,10 @@ public struct QueryExecutor {
             let tree = KeyTree(keys + implied)
             objects = objects.map { tree.project($0) }
         }
+        if !q.excludeKeys.isEmpty {
+            let paths = q.excludeKeys.map { $0.split(separator: ".").map(String.init) }
+            objects = objects.map { o in paths.reduce(o) { QueryExecutor.removing($1[...], from: $0) } }
+        }
         if mainHook, let afterFind { objects = try afterFind(q.className, objects) }
         var w = JSONWriter(capacity: 4096)
         w.write(.array(objects.map { .object($0) }))
@@ -158,6 +162,19 @@ public struct QueryExecutor {
         if let acl = SelectBuilder.aclFilter(identity) { conds.append(acl) }
         if let r = schemas.readRestriction(className, op, identity: identity) { conds.append(QueryCompiler.Frag(r.sql, r.binds)) }
         return conds.isEmpty ? nil : QueryCompiler.and(conds)
+    }
+
+    /// `o` without the field at `path` (dotted paths reach into included objects). The object's
+    /// identity (`objectId`, `className`, `__type`) is never removed.
+    static func removing(_ path: ArraySlice<String>, from o: JSONObject) -> JSONObject {
+        guard let first = path.first, !["objectId", "className", "__type"].contains(first) else { return o }
+        var out = o
+        if path.count == 1 {
+            _ = out.removeValue(forKey: first)
+        } else if let inner = o[first]?.objectValue {
+            out[first] = .object(removing(path.dropFirst(), from: inner))
+        }
+        return out
     }
 
     /// Number of objects matching `where` that `identity` may read.

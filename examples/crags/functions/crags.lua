@@ -35,40 +35,40 @@ local function isDate(v) return type(v) == "table" and v.__type == "Date" and ty
 local function checkString(v, name, max, optional)
   if not present(v) then
     if optional then return end
-    fail(142, name .. " is required")
+    fail(cloud.codes.VALIDATION_ERROR, name .. " is required")
   end
-  if type(v) ~= "string" then fail(142, name .. " must be a string") end
+  if type(v) ~= "string" then fail(cloud.codes.VALIDATION_ERROR, name .. " must be a string") end
   local n = utf8.len(v)
-  if not n then fail(142, name .. " must be valid UTF-8") end
-  if not v:find("%S") then fail(142, name .. " must not be empty") end
-  if n > max then fail(142, name .. " must be at most " .. max .. " characters") end
+  if not n then fail(cloud.codes.VALIDATION_ERROR, name .. " must be valid UTF-8") end
+  if not v:find("%S") then fail(cloud.codes.VALIDATION_ERROR, name .. " must not be empty") end
+  if n > max then fail(cloud.codes.VALIDATION_ERROR, name .. " must be at most " .. max .. " characters") end
 end
 
 local function intParam(params, name, default, lo, hi)
   local v = params[name]
   if not present(v) then return default end
   local n = math.type(v) == "integer" and v or (type(v) == "number" and v == math.floor(v) and math.tointeger(v))
-  if not n or n < lo or n > hi then fail(142, name .. " must be a whole number from " .. lo .. " to " .. hi) end
+  if not n or n < lo or n > hi then fail(cloud.codes.VALIDATION_ERROR, name .. " must be a whole number from " .. lo .. " to " .. hi) end
   return n
 end
 
 local function numberParam(params, name, default, lo, hi)
   local v = params[name]
   if not present(v) then return default end
-  if type(v) ~= "number" or v ~= v or v < lo or v > hi then fail(142, name .. " must be a number from " .. lo .. " to " .. hi) end
+  if type(v) ~= "number" or v ~= v or v < lo or v > hi then fail(cloud.codes.VALIDATION_ERROR, name .. " must be a number from " .. lo .. " to " .. hi) end
   return v
 end
 
 local function stringParam(params, name)
   local v = params[name]
-  if type(v) ~= "string" or v == "" then fail(142, name .. " is required (a string)") end
+  if type(v) ~= "string" or v == "" then fail(cloud.codes.VALIDATION_ERROR, name .. " is required (a string)") end
   return v
 end
 
 -- The crag with this id, read as the caller (101 when it does not exist).
 local function cragOr101(cragId)
   local c = db.get("Crag", cragId)
-  if not c then fail(101, "no crag " .. cragId) end
+  if not c then fail(cloud.codes.OBJECT_NOT_FOUND, "no crag " .. cragId) end
   return c
 end
 
@@ -100,12 +100,12 @@ cloud.beforeSave("Crag", function(req)
   local o = req.object
   checkString(o.name, "name", 100)
   checkString(o.address, "address", 300, true)
-  if not isGeoPoint(o.location) then fail(142, "location is required (a GeoPoint)") end
-  if present(o.avatar) and not isFile(o.avatar) then fail(142, "avatar must be a File") end
+  if not isGeoPoint(o.location) then fail(cloud.codes.VALIDATION_ERROR, "location is required (a GeoPoint)") end
+  if present(o.avatar) and not isFile(o.avatar) then fail(cloud.codes.VALIDATION_ERROR, "avatar must be a File") end
   if req.original == nil then
     o.reviewsCount = 0
   elseif not req.master and o.reviewsCount ~= req.original.reviewsCount then
-    fail(142, "reviewsCount is maintained by the server")
+    fail(cloud.codes.VALIDATION_ERROR, "reviewsCount is maintained by the server")
   end
 end)
 
@@ -125,18 +125,18 @@ end)
 
 local function checkReview(o)
   if not (type(o.crag) == "table" and o.crag.__type == "Pointer" and o.crag.className == "Crag") then
-    fail(142, "crag is required (a Pointer to Crag)")
+    fail(cloud.codes.VALIDATION_ERROR, "crag is required (a Pointer to Crag)")
   end
-  if not isDate(o.climbedAt) then fail(142, "climbedAt is required (a Date)") end
-  if not DIFFICULTY[o.difficulty] then fail(142, "difficulty must be one of " .. table.concat(DIFFICULTIES, ", ")) end
-  if not STYLE[o.style] then fail(142, "style must be one of " .. table.concat(STYLES, ", ")) end
-  if type(o.sent) ~= "boolean" then fail(142, "sent is required (true or false)") end
-  if type(o.project) ~= "boolean" then fail(142, "project is required (true or false)") end
+  if not isDate(o.climbedAt) then fail(cloud.codes.VALIDATION_ERROR, "climbedAt is required (a Date)") end
+  if not DIFFICULTY[o.difficulty] then fail(cloud.codes.VALIDATION_ERROR, "difficulty must be one of " .. table.concat(DIFFICULTIES, ", ")) end
+  if not STYLE[o.style] then fail(cloud.codes.VALIDATION_ERROR, "style must be one of " .. table.concat(STYLES, ", ")) end
+  if type(o.sent) ~= "boolean" then fail(cloud.codes.VALIDATION_ERROR, "sent is required (true or false)") end
+  if type(o.project) ~= "boolean" then fail(cloud.codes.VALIDATION_ERROR, "project is required (true or false)") end
   if present(o.orientation) and not ORIENTATION[o.orientation] then
-    fail(142, "orientation must be one of " .. table.concat(ORIENTATIONS, ", "))
+    fail(cloud.codes.VALIDATION_ERROR, "orientation must be one of " .. table.concat(ORIENTATIONS, ", "))
   end
-  if present(o.image) and not isFile(o.image) then fail(142, "image must be a File") end
-  if present(o.thumbnail) and not isFile(o.thumbnail) then fail(142, "thumbnail must be a File") end
+  if present(o.image) and not isFile(o.image) then fail(cloud.codes.VALIDATION_ERROR, "image must be a File") end
+  if present(o.thumbnail) and not isFile(o.thumbnail) then fail(cloud.codes.VALIDATION_ERROR, "thumbnail must be a File") end
   checkString(o.clientId, "clientId", 100)
 end
 
@@ -144,20 +144,20 @@ cloud.beforeSave("Review", function(req)
   local o, old = req.object, req.original
   if old == nil then
     if not req.master then
-      if not req.user then fail(142, "login required") end
+      if not req.user then fail(cloud.codes.VALIDATION_ERROR, "login required") end
       o.author = ptr("_User", req.user.objectId)        -- server-set, whatever the client sent
     elseif not present(o.author) then
-      fail(142, "author is required when creating a review with the master key")
+      fail(cloud.codes.VALIDATION_ERROR, "author is required when creating a review with the master key")
     end
     if not present(o.orientation) then o.orientation = "none" end
     checkReview(o)
-    if not db.get("Crag", o.crag.objectId, {keys = "objectId", master = true}) then fail(101, "no crag " .. o.crag.objectId) end
+    if not db.get("Crag", o.crag.objectId, {keys = "objectId", master = true}) then fail(cloud.codes.OBJECT_NOT_FOUND, "no crag " .. o.crag.objectId) end
     db.update("Crag", o.crag.objectId, {reviewsCount = {__op = "Increment", amount = 1}}, {master = true})
   else
     checkReview(o)
-    if idOf(o.crag) ~= idOf(old.crag) then fail(142, "a review cannot move to another crag") end
-    if idOf(o.author) ~= idOf(old.author) then fail(142, "author is set by the server") end
-    if o.clientId ~= old.clientId then fail(142, "clientId cannot change") end
+    if idOf(o.crag) ~= idOf(old.crag) then fail(cloud.codes.VALIDATION_ERROR, "a review cannot move to another crag") end
+    if idOf(o.author) ~= idOf(old.author) then fail(cloud.codes.VALIDATION_ERROR, "author is set by the server") end
+    if o.clientId ~= old.clientId then fail(cloud.codes.VALIDATION_ERROR, "clientId cannot change") end
   end
 end)
 
@@ -189,7 +189,7 @@ end)
 -- nearbyCrags {location, radiusKm = 25, limit = 50}: crags nearest first, with their review counts.
 cloud.define("nearbyCrags", {requireUser = true}, function(req)
   local p = req.params or {}
-  if not isGeoPoint(p.location) then fail(142, "location is required (a GeoPoint)") end
+  if not isGeoPoint(p.location) then fail(cloud.codes.VALIDATION_ERROR, "location is required (a GeoPoint)") end
   local radius = numberParam(p, "radiusKm", 25, 0.001, 20000)
   local where = {location = {["$nearSphere"] = {__type = "GeoPoint", latitude = p.location.latitude, longitude = p.location.longitude},
                              ["$maxDistanceInKilometers"] = radius}}
@@ -239,15 +239,15 @@ end)
 -- creates nothing twice. All or nothing: one invalid review fails the upload and creates none.
 cloud.define("uploadReviews", {requireUser = true, maxDbOps = 2000}, function(req)
   local list = (req.params or {}).reviews
-  if type(list) ~= "table" or #list == 0 then fail(142, "reviews must be a non-empty array") end
-  if #list > MAX_UPLOAD then fail(142, "at most " .. MAX_UPLOAD .. " reviews per upload") end
+  if type(list) ~= "table" or #list == 0 then fail(cloud.codes.VALIDATION_ERROR, "reviews must be a non-empty array") end
+  if #list > MAX_UPLOAD then fail(cloud.codes.VALIDATION_ERROR, "at most " .. MAX_UPLOAD .. " reviews per upload") end
   local me = ptr("_User", req.user.objectId)
   local results, seen = {}, {}
   db.transaction(function()
     for i, r in ipairs(list) do
-      if type(r) ~= "table" then fail(142, "reviews[" .. i .. "] must be an object") end
+      if type(r) ~= "table" then fail(cloud.codes.VALIDATION_ERROR, "reviews[" .. i .. "] must be an object") end
       checkString(r.clientId, "reviews[" .. i .. "].clientId", 100)
-      if seen[r.clientId] then fail(142, "clientId " .. r.clientId .. " appears twice in this upload") end
+      if seen[r.clientId] then fail(cloud.codes.VALIDATION_ERROR, "clientId " .. r.clientId .. " appears twice in this upload") end
       seen[r.clientId] = true
       local existing = db.first("Review", {author = me, clientId = r.clientId}, {keys = "objectId", master = true})
       if existing then
@@ -260,12 +260,12 @@ cloud.define("uploadReviews", {requireUser = true, maxDbOps = 2000}, function(re
         local ok, created = pcall(db.create, "Review", fields)
         if not ok then
           local code = type(created) == "table" and created.code
-          if code == 137 then
+          if code == cloud.codes.DUPLICATE_VALUE then
             -- The same upload racing on another connection won: answer with its review.
             results[r.clientId] = db.first("Review", {author = me, clientId = r.clientId}, {keys = "objectId", master = true}).objectId
           else
             local msg = type(created) == "table" and created.message or tostring(created)
-            fail(code or 141, "review " .. r.clientId .. ": " .. msg)
+            fail(code or cloud.codes.SCRIPT_FAILED, "review " .. r.clientId .. ": " .. msg)
           end
         else
           results[r.clientId] = created.objectId

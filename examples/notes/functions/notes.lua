@@ -16,10 +16,10 @@ local function asList(list) if #list == 0 then return json.array() end return li
 local function isInteger(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v) and v == v) end
 
 local function checkLength(v, name, max)
-  if type(v) ~= "string" then fail(142, name .. " must be a string") end
+  if type(v) ~= "string" then fail(cloud.codes.VALIDATION_ERROR, name .. " must be a string") end
   local n = utf8.len(v)
-  if not n then fail(142, name .. " must be valid UTF-8") end
-  if n > max then fail(142, name .. " must be at most " .. max .. " characters") end
+  if not n then fail(cloud.codes.VALIDATION_ERROR, name .. " must be valid UTF-8") end
+  if n > max then fail(cloud.codes.VALIDATION_ERROR, name .. " must be at most " .. max .. " characters") end
 end
 
 -- The ACL of a note: its owner and every collaborator read and write it; nobody else sees it.
@@ -39,15 +39,15 @@ cloud.classPermissions("Note", {create = {}, update = {}, delete = {}})
 
 cloud.beforeSave("Note", function(req)
   local o, old = req.object, req.original
-  if type(o.noteId) ~= "string" or #o.noteId == 0 or #o.noteId > 100 then fail(142, "noteId must be a string of 1 to 100 bytes") end
+  if type(o.noteId) ~= "string" or #o.noteId == 0 or #o.noteId > 100 then fail(cloud.codes.VALIDATION_ERROR, "noteId must be a string of 1 to 100 bytes") end
   checkLength(o.title or "", "title", MAX_TITLE)
   checkLength(o.body or "", "body", MAX_BODY)
-  if not isInteger(o.modifiedAt) or o.modifiedAt < 0 then fail(142, "modifiedAt must be a whole number of milliseconds") end
-  if type(o.device) ~= "string" or #o.device == 0 or #o.device > 100 then fail(142, "device must be a string of 1 to 100 bytes") end
+  if not isInteger(o.modifiedAt) or o.modifiedAt < 0 then fail(cloud.codes.VALIDATION_ERROR, "modifiedAt must be a whole number of milliseconds") end
+  if type(o.device) ~= "string" or #o.device == 0 or #o.device > 100 then fail(cloud.codes.VALIDATION_ERROR, "device must be a string of 1 to 100 bytes") end
   if type(o.deleted) ~= "boolean" then o.deleted = false end
   if old then
-    if o.noteId ~= old.noteId then fail(142, "noteId cannot change") end
-    if (o.owner and o.owner.objectId) ~= (old.owner and old.owner.objectId) then fail(142, "owner cannot change") end
+    if o.noteId ~= old.noteId then fail(cloud.codes.VALIDATION_ERROR, "noteId cannot change") end
+    if (o.owner and o.owner.objectId) ~= (old.owner and old.owner.objectId) then fail(cloud.codes.VALIDATION_ERROR, "owner cannot change") end
   end
   -- The ACL always follows the owner and sharedWith.
   o.ACL = aclFor(o.owner.objectId, o.sharedWith)
@@ -56,11 +56,11 @@ end)
 -- One pushed note, validated: the fields a device may set.
 local function pushed(n, i)
   local where = "notes[" .. i .. "]"
-  if type(n) ~= "table" then fail(142, where .. " must be an object") end
-  if type(n.noteId) ~= "string" or #n.noteId == 0 then fail(142, where .. ".noteId is required") end
-  if not isInteger(n.modifiedAt) then fail(142, where .. ".modifiedAt must be a whole number of milliseconds") end
-  if type(n.device) ~= "string" or #n.device == 0 then fail(142, where .. ".device is required") end
-  if present(n.deleted) and type(n.deleted) ~= "boolean" then fail(142, where .. ".deleted must be true or false") end
+  if type(n) ~= "table" then fail(cloud.codes.VALIDATION_ERROR, where .. " must be an object") end
+  if type(n.noteId) ~= "string" or #n.noteId == 0 then fail(cloud.codes.VALIDATION_ERROR, where .. ".noteId is required") end
+  if not isInteger(n.modifiedAt) then fail(cloud.codes.VALIDATION_ERROR, where .. ".modifiedAt must be a whole number of milliseconds") end
+  if type(n.device) ~= "string" or #n.device == 0 then fail(cloud.codes.VALIDATION_ERROR, where .. ".device is required") end
+  if present(n.deleted) and type(n.deleted) ~= "boolean" then fail(cloud.codes.VALIDATION_ERROR, where .. ".deleted must be true or false") end
   checkLength(present(n.title) and n.title or "", where .. ".title", MAX_TITLE)
   checkLength(present(n.body) and n.body or "", where .. ".body", MAX_BODY)
   return {title = present(n.title) and n.title or "", body = present(n.body) and n.body or "",
@@ -84,7 +84,7 @@ local function applyOne(me, n, fields)
     modifiedAt = fields.modifiedAt, device = fields.device, deleted = fields.deleted, owner = ptr("_User", me),
     sharedWith = json.array()}, {master = true})
   if ok then return "applied" end
-  if type(err) == "table" and err.code == 137 then
+  if type(err) == "table" and err.code == cloud.codes.DUPLICATE_VALUE then
     -- Another push created it first: the same test again, against that copy.
     if db.updateWhere("Note", where, fields, {master = true}) > 0 then return "applied" end
     return "stale", db.first("Note", {noteId = n.noteId})
@@ -96,8 +96,8 @@ end
 --   -> {results: [{noteId, status: "applied" | "stale", note?}]} (note: the stored copy when stale)
 cloud.define("pushNotes", {requireUser = true, maxDbOps = 2000}, function(req)
   local list = (req.params or {}).notes
-  if type(list) ~= "table" or #list == 0 then fail(142, "notes must be a non-empty array") end
-  if #list > MAX_PUSH then fail(142, "at most " .. MAX_PUSH .. " notes per push") end
+  if type(list) ~= "table" or #list == 0 then fail(cloud.codes.VALIDATION_ERROR, "notes must be a non-empty array") end
+  if #list > MAX_PUSH then fail(cloud.codes.VALIDATION_ERROR, "at most " .. MAX_PUSH .. " notes per push") end
   local prepared = {}
   for i, n in ipairs(list) do prepared[i] = pushed(n, i) end
   local results = {}
@@ -114,9 +114,9 @@ end)
 cloud.define("pullNotes", {requireUser = true}, function(req)
   local p = req.params or {}
   local since = present(p.since) and p.since or 0
-  if not isInteger(since) or since < 0 then fail(142, "since must be a cursor from a previous pull (or 0)") end
+  if not isInteger(since) or since < 0 then fail(cloud.codes.VALIDATION_ERROR, "since must be a cursor from a previous pull (or 0)") end
   local limit = present(p.limit) and p.limit or 100
-  if not isInteger(limit) or limit < 1 or limit > 1000 then fail(142, "limit must be a whole number from 1 to 1000") end
+  if not isInteger(limit) or limit < 1 or limit > 1000 then fail(cloud.codes.VALIDATION_ERROR, "limit must be a whole number from 1 to 1000") end
   local page = db.changes("Note", math.tointeger(since), {limit = math.tointeger(limit)})
   local notes = {}
   for _, row in ipairs(page.results) do
@@ -128,16 +128,16 @@ end)
 -- The note with this id that the caller owns (101 when there is none: another user's note
 -- stays hidden).
 local function ownNote(me, noteId)
-  if type(noteId) ~= "string" or noteId == "" then fail(142, "noteId is required") end
+  if type(noteId) ~= "string" or noteId == "" then fail(cloud.codes.VALIDATION_ERROR, "noteId is required") end
   local n = db.first("Note", {noteId = noteId, owner = ptr("_User", me)})
-  if not n then fail(101, "no note " .. noteId) end
+  if not n then fail(cloud.codes.OBJECT_NOT_FOUND, "no note " .. noteId) end
   return n
 end
 
 local function userByName(username)
-  if type(username) ~= "string" or username == "" then fail(142, "username is required") end
+  if type(username) ~= "string" or username == "" then fail(cloud.codes.VALIDATION_ERROR, "username is required") end
   local u = db.first("_User", {username = username}, {keys = "username", master = true})
-  if not u then fail(101, "no user " .. username) end
+  if not u then fail(cloud.codes.OBJECT_NOT_FOUND, "no user " .. username) end
   return u
 end
 
@@ -146,7 +146,7 @@ cloud.define("shareNote", {requireUser = true}, function(req)
   local p = req.params or {}
   local note = ownNote(req.user.objectId, p.noteId)
   local u = userByName(p.username)
-  if u.objectId == req.user.objectId then fail(142, "a note is always shared with its owner") end
+  if u.objectId == req.user.objectId then fail(cloud.codes.VALIDATION_ERROR, "a note is always shared with its owner") end
   return db.update("Note", note.objectId, {sharedWith = {__op = "AddUnique", objects = {ptr("_User", u.objectId)}}}, {master = true})
 end)
 

@@ -1,0 +1,406 @@
+"""Every documented MOONBASE_* environment variable changes what the server does: one test per
+variable, each against the real binary started with that variable set (and, where the variable
+replaces a default the harness passes as a flag, started without that flag)."""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+
+import pytest
+import requests
+
+from conftest import APP_ID, BIN, MASTER_KEY, Server, free_port
+
+# The variables docs/operations.md documents; the test below checks this list against it, and
+# each has a test of its own here or in the file TESTED_ELSEWHERE names.
+DOCUMENTED = {
+    "MOONBASE_HOST", "MOONBASE_PORT", "MOONBASE_DATA", "MOONBASE_APP_ID", "MOONBASE_MASTER_KEY",
+    "MOONBASE_REST_KEY", "MOONBASE_PUBLIC_URL", "MOONBASE_QUOTA_MONTHLY_REQUESTS",
+    "MOONBASE_RATE_LIMIT_PER_MINUTE", "MOONBASE_ACCOUNTING", "MOONBASE_LOGIN_MAX_FAILURES",
+    "MOONBASE_SESSION_LENGTH_SECONDS", "MOONBASE_SESSION_LIFETIME_DAYS",
+    "MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS", "MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS",
+    "MOONBASE_SESSION_PURGE_SECONDS", "MOONBASE_LUA_TIMEOUT_MS", "MOONBASE_LUA_MAX_MEMORY_MB",
+    "MOONBASE_LUA_MAX_DB_OPS", "MOONBASE_LUA_MAX_INSTRUCTIONS", "MOONBASE_WORKERS", "MOONBASE_IO_THREADS",
+    "MOONBASE_MAX_BODY_BYTES", "MOONBASE_MAX_FILE_BYTES", "MOONBASE_JOB_HISTORY", "MOONBASE_LOG_FORMAT",
+    "MOONBASE_CORS_ORIGINS", "MOONBASE_LUA_WRITER_HOLD_MS",
+} | set()
+
+# Variables whose behaviour test lives with the feature they configure.
+TESTED_ELSEWHERE = {
+    "MOONBASE_HTTP_ALLOW": "test_outbound.py",
+    "MOONBASE_HTTP_MAX_REQUESTS": "test_outbound.py",
+    "MOONBASE_LUA_MAX_VM_MEMORY_MB": "test_sandbox_escapes.py",
+    "MOONBASE_MAX_RESPONSE_MB": "test_sandbox_escapes.py",
+}
+
+LUA = r'''
+cloud.define("spin", function(req) while true do end end)
+cloud.define("grow", function(req)
+  local t = {}
+  for i = 1, 100000 do t[i] = string.rep("y", 40) .. i end
+  return #t
+end)
+cloud.define("dbOps", function(req)
+  for i = 1, 3 do db.count("Anything", {}) end
+  return "done"
+end)
+cloud.define("count", function(req)
+  local n = 0
+  for i = 1, 2000000 do n = n + 1 end
+  return n
+end)
+cloud.define("sleep", function(req)
+  local start = time.now()
+  while time.now() - start < 600 do end
+  return "slept"
+end)
+cloud.job("countJob", function(req)
+  local n = 0
+  for i = 1, 2000000 do n = n + 1 end
+  return "counted"
+end)
+cloud.job("quick", function(req) return "ok" end)
+'''
+
+
+def test_the_docs_document_exactly_these_variables():
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    with open(os.path.join(root, "docs", "operations.md")) as f:
+        doc = f.read()
+    section = doc[doc.index("## Environment"):]
+    section = section[:section.index("\n## ", 4)] if "\n## " in section[4:] else section
+    assert set(re.findall(r"MOONBASE_[A-Z_]+", section)) == DOCUMENTED | set(TESTED_ELSEWHERE)
+    for name, test_file in TESTED_ELSEWHERE.items():
+        with open(os.path.join(os.path.dirname(__file__), test_file)) as f:
+            assert name in f.read(), (name, test_file)
+
+
+def bare_serve(env, tmp, port=None, extra_args=()):
+    """`moonbase serve` configured by the environment alone (no --host/--port/--data flags)."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("MOONBASE_")}
+    e.update(env)
+    log = open(os.path.join(tmp, "serve.log"), "ab")
+    fdir = os.path.join(tmp, "functions")
+    os.makedirs(fdir, exist_ok=True)
+    p = subprocess.Popen([BIN, "serve", "--functions", fdir, "--cron", os.path.join(tmp, "cron"), *extra_args],
+                         env=e, cwd=tmp, stdout=log, stderr=subprocess.STDOUT)
+    return p
+
+
+def wait_health(url, proc, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, "server exited"
+        try:
+            if requests.get(url + "/parse/health", timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("not healthy")
+
+
+@pytest.fixture
+def tmp():
+    d = tempfile.mkdtemp(prefix="moonbase-env-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def stop(p):
+    p.terminate()
+    try:
+        p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def test_host_and_port(tmp):
+    port = free_port()
+    p = bare_serve({"MOONBASE_HOST": "127.0.0.2", "MOONBASE_PORT": str(port), "MOONBASE_MASTER_KEY": MASTER_KEY}, tmp)
+    try:
+        wait_health(f"http://127.0.0.2:{port}", p)
+        with pytest.raises(requests.RequestException):
+            requests.get(f"http://127.0.0.1:{port}/parse/health", timeout=2)
+    finally:
+        stop(p)
+
+
+def test_port(tmp):
+    port = free_port()
+    p = bare_serve({"MOONBASE_PORT": str(port), "MOONBASE_MASTER_KEY": MASTER_KEY}, tmp)
+    try:
+        wait_health(f"http://127.0.0.1:{port}", p)
+    finally:
+        stop(p)
+
+
+def test_data(tmp):
+    port = free_port()
+    data = os.path.join(tmp, "elsewhere")
+    p = bare_serve({"MOONBASE_PORT": str(port), "MOONBASE_DATA": data}, tmp)
+    try:
+        wait_health(f"http://127.0.0.1:{port}", p)
+        assert os.path.exists(os.path.join(data, "moonbase.sqlite")) and os.path.exists(os.path.join(data, "master.key"))
+        assert not os.path.exists(os.path.join(tmp, "data"))
+    finally:
+        stop(p)
+
+
+def make(server_factory, env, **kw):
+    return server_factory(env=env, **kw).start()
+
+
+def test_app_id(server_factory):
+    s = make(server_factory, {"MOONBASE_APP_ID": "other-app"})
+    r = requests.get(s.url + "/parse/classes/X", headers={"X-Parse-Application-Id": "other-app"}, timeout=30)
+    assert r.status_code == 200
+    r = requests.get(s.url + "/parse/classes/X", headers={"X-Parse-Application-Id": APP_ID}, timeout=30)
+    assert r.status_code == 403
+
+
+def test_master_key(server_factory):
+    s = make(server_factory, {"MOONBASE_MASTER_KEY": "another-master-key"})
+    h = {"X-Parse-Application-Id": APP_ID}
+    assert requests.get(s.url + "/admin/jobs", headers={**h, "X-Parse-Master-Key": "another-master-key"}, timeout=30).status_code == 200
+    assert requests.get(s.url + "/admin/jobs", headers={**h, "X-Parse-Master-Key": MASTER_KEY}, timeout=30).status_code == 403
+
+
+def test_rest_key(server_factory):
+    s = make(server_factory, {"MOONBASE_REST_KEY": "rest-1"})
+    assert s.req("GET", "/parse/classes/X").status_code == 403
+    assert s.req("GET", "/parse/classes/X", headers={"X-Parse-REST-API-Key": "rest-1"}).status_code == 200
+
+
+def test_public_url(server_factory):
+    s = make(server_factory, {"MOONBASE_PUBLIC_URL": "https://api.example.com"})
+    r = s.req("POST", "/parse/classes/X", {"a": 1})
+    assert r.headers["Location"].startswith("https://api.example.com/parse/classes/X/")
+
+
+def test_quota_monthly_requests(server_factory):
+    s = make(server_factory, {"MOONBASE_QUOTA_MONTHLY_REQUESTS": "3"})
+    codes = [s.req("GET", "/parse/classes/X").status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+
+
+def test_rate_limit_per_minute(server_factory):
+    s = make(server_factory, {"MOONBASE_RATE_LIMIT_PER_MINUTE": "2"})
+    codes = [s.req("GET", "/parse/classes/X").status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+
+
+def test_accounting(server_factory):
+    s = make(server_factory, {"MOONBASE_ACCOUNTING": "off"})
+    for _ in range(3):
+        s.req("GET", "/parse/classes/X")
+    r = s.req("GET", "/admin/usage", master=True)
+    assert r.status_code == 200 and r.json()["rows"] == [], r.text
+
+
+def signup(s, name="u1"):
+    r = s.req("POST", "/parse/users", {"username": name, "password": "pw-123456"})
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def test_login_max_failures(server_factory):
+    s = make(server_factory, {"MOONBASE_LOGIN_MAX_FAILURES": "1"})
+    signup(s)
+    assert s.req("POST", "/parse/login", {"username": "u1", "password": "nope"}).status_code == 404
+    assert s.req("POST", "/parse/login", {"username": "u1", "password": "pw-123456"}).status_code == 429
+
+
+def test_session_length_seconds(server_factory):
+    s = make(server_factory, {"MOONBASE_SESSION_LENGTH_SECONDS": "1"})
+    token = signup(s)["sessionToken"]
+    assert s.req("GET", "/parse/users/me", session=token).status_code == 200
+    time.sleep(1.6)
+    r = s.req("GET", "/parse/users/me", session=token)
+    assert (r.status_code, r.json()["code"]) == (400, 209)
+
+
+def expiry_days(s, field):
+    row = s.req("GET", "/parse/classes/_Session", master=True).json()["results"][0]
+    at = datetime.fromisoformat(row[field]["iso"].replace("Z", "+00:00"))
+    return (at - datetime.now(timezone.utc)).total_seconds() / 86400
+
+
+def test_session_lifetime_days(server_factory):
+    s = make(server_factory, {"MOONBASE_SESSION_LIFETIME_DAYS": "3"})
+    signup(s)
+    assert 2.9 < expiry_days(s, "expiresAt") <= 3.0
+
+
+def oauth(s):
+    signup(s)
+    r = requests.post(s.url + "/oauth/token", timeout=30, data={
+        "grant_type": "password", "username": "u1", "password": "pw-123456", "client_id": APP_ID})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_access_token_lifetime_seconds(server_factory):
+    s = make(server_factory, {"MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS": "77"})
+    assert oauth(s)["expires_in"] == 77
+
+
+def test_refresh_token_lifetime_days(server_factory):
+    s = make(server_factory, {"MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS": "2"})
+    oauth(s)
+    rows = s.req("GET", "/parse/classes/_Session", master=True,
+                 params={"where": json.dumps({"refreshExpiresAt": {"$exists": True}})}).json()["results"]
+    at = datetime.fromisoformat(rows[0]["refreshExpiresAt"]["iso"].replace("Z", "+00:00"))
+    assert 1.9 < (at - datetime.now(timezone.utc)).total_seconds() / 86400 <= 2.0
+
+
+def test_session_purge_seconds(server_factory):
+    s = make(server_factory, {"MOONBASE_SESSION_LENGTH_SECONDS": "1", "MOONBASE_SESSION_PURGE_SECONDS": "1"})
+    signup(s)
+    count = lambda: s.req("GET", "/parse/classes/_Session", master=True, params={"count": "1", "limit": "0"}).json()["count"]
+    deadline = time.time() + 20
+    while time.time() < deadline and count():
+        time.sleep(0.2)
+    assert count() == 0
+
+
+def call(s, name):
+    r = s.call(name)
+    return r.status_code, r.json()
+
+
+def test_lua_timeout_ms(server_factory):
+    s = make(server_factory, {"MOONBASE_LUA_TIMEOUT_MS": "300"}, functions={"a.lua": LUA})
+    t = time.time()
+    status, body = call(s, "spin")
+    assert status == 400 and body["code"] == 141 and "timeout of 300 ms" in body["error"], body
+    assert time.time() - t < 10
+
+
+def test_lua_max_memory_mb(server_factory):
+    s = make(server_factory, {"MOONBASE_LUA_MAX_MEMORY_MB": "2"}, functions={"a.lua": LUA})
+    status, body = call(s, "grow")
+    assert status == 400 and "memory limit of 2 MB" in body["error"], body
+
+
+def test_lua_max_db_ops(server_factory):
+    s = make(server_factory, {"MOONBASE_LUA_MAX_DB_OPS": "2"}, functions={"a.lua": LUA})
+    status, body = call(s, "dbOps")
+    assert status == 400 and body["code"] == 141, body
+
+
+def test_lua_max_instructions(server_factory):
+    s = make(server_factory, {"MOONBASE_LUA_MAX_INSTRUCTIONS": "100000"}, functions={"a.lua": LUA})
+    status, body = call(s, "count")
+    assert status == 400 and body["code"] == 141 and "instruction" in body["error"], body
+    # Jobs get the same instruction budget.
+    r = s.req("POST", "/parse/jobs/countJob", {}, master=True)
+    rid = r.headers["X-Parse-Job-Status-Id"]
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        row = s.req("GET", f"/parse/classes/_JobStatus/{rid}", master=True).json()
+        if row["status"] != "running":
+            break
+        time.sleep(0.1)
+    assert row["status"] == "failed" and "instruction" in row["message"], row
+
+
+def test_lua_writer_hold_ms(server_factory):
+    lua = r'''
+cloud.define("holdWriter", function(req)
+  db.transaction(function()
+    db.create("Held", {n = 1})
+    local start = time.now()
+    while time.now() - start < 3000 do end
+  end)
+  return "done"
+end)
+'''
+    s = make(server_factory, {"MOONBASE_LUA_WRITER_HOLD_MS": "300"}, functions={"a.lua": lua})
+    t = time.time()
+    status, body = call(s, "holdWriter")
+    assert status == 400 and body["code"] == 141 and "writer hold limit of 300 ms" in body["error"], body
+    assert time.time() - t < 2.5
+    # rolled back: nothing of the transaction stayed
+    assert s.req("GET", "/parse/classes/Held", master=True).json()["results"] == []
+
+
+def test_workers(server_factory):
+    s = make(server_factory, {"MOONBASE_WORKERS": "1"}, functions={"a.lua": LUA})
+    results = []
+
+    def one():
+        results.append(call(s, "sleep"))
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    t = time.time()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert [r[0] for r in results] == [200, 200]
+    assert time.time() - t >= 1.1   # one worker: the two 600 ms calls ran one after the other
+
+
+def threads_of(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"^Threads:\s+(\d+)", f.read(), re.M).group(1))
+
+
+def test_io_threads(server_factory):
+    a = make(server_factory, {"MOONBASE_IO_THREADS": "1", "MOONBASE_WORKERS": "2"})
+    b = make(server_factory, {"MOONBASE_IO_THREADS": "4", "MOONBASE_WORKERS": "2"})
+    assert threads_of(b.proc.pid) - threads_of(a.proc.pid) == 3
+
+
+def test_max_body_bytes(server_factory):
+    s = make(server_factory, {"MOONBASE_MAX_BODY_BYTES": "2048"})
+    assert s.req("POST", "/parse/classes/X", {"t": "a" * 1000}).status_code == 201
+    r = s.req("POST", "/parse/classes/X", {"t": "a" * 3000})
+    assert r.status_code == 413 and r.json()["code"] == 130
+
+
+def test_max_file_bytes(server_factory):
+    s = make(server_factory, {"MOONBASE_MAX_FILE_BYTES": "2048"})
+    h = {"Content-Type": "application/octet-stream"}
+    assert s.req("POST", "/parse/files/a.bin", raw=b"x" * 1000, headers=h).status_code == 201
+    r = s.req("POST", "/parse/files/b.bin", raw=b"x" * 3000, headers=h)
+    assert r.status_code == 413 and r.json()["code"] == 130
+
+
+def test_job_history(server_factory):
+    s = make(server_factory, {"MOONBASE_JOB_HISTORY": "2"}, functions={"a.lua": LUA})
+    for _ in range(4):
+        rid = s.req("POST", "/parse/jobs/quick", {}, master=True).headers["X-Parse-Job-Status-Id"]
+        deadline = time.time() + 30
+        while time.time() < deadline and s.req("GET", f"/parse/classes/_JobStatus/{rid}", master=True).json()["status"] == "running":
+            time.sleep(0.05)
+    deadline = time.time() + 10
+    n = None
+    while time.time() < deadline:
+        n = s.req("GET", "/parse/classes/_JobStatus", master=True, params={"count": "1", "limit": "0"}).json()["count"]
+        if n == 2:
+            break
+        time.sleep(0.1)
+    assert n == 2
+
+
+def test_log_format(server_factory):
+    s = make(server_factory, {"MOONBASE_LOG_FORMAT": "json"})
+    s.stop()
+    lines = [l for l in s.read_log().splitlines() if l.strip()]
+    assert lines and all(json.loads(l) for l in lines), lines[:3]
+
+
+def test_cors_origins(server_factory):
+    s = make(server_factory, {"MOONBASE_CORS_ORIGINS": "https://only.example.com"})
+    assert s.req("GET", "/parse/classes/X", headers={"Origin": "https://only.example.com"}).headers[
+        "Access-Control-Allow-Origin"] == "https://only.example.com"
+    assert "Access-Control-Allow-Origin" not in s.req("GET", "/parse/classes/X", headers={"Origin": "https://x.example.com"}).headers
