@@ -59,14 +59,14 @@ end)
 cloud.define("addMember", {requireUser = true}, function(req)
   local p = req.params or {}
   local groupId = u.idParam(p, "groupId")
-  if type(p.email) ~= "string" or not p.email:find("^[^@%s]+@[^@%s]+$") then u.fail(142, "email is required") end
+  if type(p.email) ~= "string" or not p.email:find("^[^@%s]+@[^@%s]+$") then u.fail(cloud.codes.VALIDATION_ERROR, "email is required") end
   pals.groupOr101(req, groupId)
   local me = req.user.objectId
   return db.transaction(function()
     local target = db.first("_User", {email = p.email}, {master = true, keys = "username"})
       or db.first("_User", {email = p.email:lower()}, {master = true, keys = "username"})
-    if not target then u.fail(101, "no user with this email") end
-    if pals.isMember(groupId, target.objectId) then u.fail(137, "already a member") end
+    if not target then u.fail(cloud.codes.OBJECT_NOT_FOUND, "no user with this email") end
+    if pals.isMember(groupId, target.objectId) then u.fail(cloud.codes.DUPLICATE_VALUE, "already a member") end
     add(groupId, target.objectId)
     local g = db.update("Group", groupId, {memberCount = {__op = "Increment", amount = 1}}, MASTER)
     pals.systemMessage(groupId, "joined", target.objectId)
@@ -163,7 +163,7 @@ cloud.define("chatHistory", {requireUser = true}, function(req)
   local where = {group = u.ptr("Group", groupId)}
   if u.present(p.before) then
     local ms = u.millis(p.before)
-    if not ms then u.fail(142, "before must be a Date") end
+    if not ms then u.fail(cloud.codes.VALIDATION_ERROR, "before must be a Date") end
     where.createdAt = {["$lt"] = u.date(ms)}
   end
   pals.groupOr101(req, groupId)
@@ -185,7 +185,7 @@ cloud.define("markNotificationsRead", {requireUser = true}, function(req)
   local p = req.params or {}
   local where = {recipient = u.user(req.user.objectId), read = false}
   if u.present(p.ids) then
-    if type(p.ids) ~= "table" then u.fail(142, "ids must be an array of ids") end
+    if type(p.ids) ~= "table" then u.fail(cloud.codes.VALIDATION_ERROR, "ids must be an array of ids") end
     where.objectId = {["$in"] = p.ids}
   end
   return {updated = db.updateWhere("Notification", where, {read = true}, {master = true, triggers = false})}

@@ -34,7 +34,7 @@ cloud.define("updateLocation", {requireUser = true}, function(req)
   local p = req.params or {}
   local loc = u.geoParam(p, "location")
   if u.present(p.accuracy) and (type(p.accuracy) ~= "number" or p.accuracy < 0 or p.accuracy > 1e6) then
-    u.fail(142, "accuracy must be a number of metres")
+    u.fail(cloud.codes.VALIDATION_ERROR, "accuracy must be a number of metres")
   end
   local me = req.user.objectId
   return db.transaction(function()
@@ -77,7 +77,7 @@ cloud.define("triggerSOS", {requireUser = true}, function(req)
   return db.transaction(function()
     local now = time.now()
     local s = pals.state(me)
-    if s.state == "SOS" then u.fail(142, "already in SOS") end
+    if s.state == "SOS" then u.fail(cloud.codes.VALIDATION_ERROR, "already in SOS") end
     s = db.update("MemberState", s.objectId, {state = "SOS", sosStartedAt = u.date(now), location = loc,
       lastSeen = u.date(now)}, MASTER)
     journeys.point(me, s.sharingWith, "sos", nil, loc, now)
@@ -91,7 +91,7 @@ cloud.define("stopSOS", {requireUser = true}, function(req)
   local me = req.user.objectId
   return db.transaction(function()
     local s = pals.state(me)
-    if s.state ~= "SOS" then u.fail(142, "not in SOS") end
+    if s.state ~= "SOS" then u.fail(cloud.codes.VALIDATION_ERROR, "not in SOS") end
     s = db.update("MemberState", s.objectId, {state = pals.currentJourney(me) and "Routing" or "Active",
       sosStartedAt = {__op = "Delete"}}, MASTER)
     notifyAround(me, "sosStopped")
@@ -110,7 +110,7 @@ cloud.define("startJourney", {requireUser = true}, function(req)
   pals.groupOr101(req, groupId)
   local me = req.user.objectId
   return db.transaction(function()
-    if pals.currentJourney(me) then u.fail(142, "a journey is already under way: stop it first") end
+    if pals.currentJourney(me) then u.fail(cloud.codes.VALIDATION_ERROR, "a journey is already under way: stop it first") end
     local now = time.now()
     local s = pals.state(me)
     local j = db.create("Journey", {user = u.user(me), group = u.ptr("Group", groupId), destination = dest,
@@ -128,7 +128,7 @@ cloud.define("stopJourney", {requireUser = true}, function(req)
   local me = req.user.objectId
   return db.transaction(function()
     local j = pals.currentJourney(me)
-    if not j then u.fail(142, "no journey under way") end
+    if not j then u.fail(cloud.codes.VALIDATION_ERROR, "no journey under way") end
     j = db.update("Journey", j.objectId, {status = "stopped", endedAt = u.date(time.now())}, MASTER)
     local s = pals.state(me)
     if s.state == "Routing" then db.update("MemberState", s.objectId, {state = "Active"}, MASTER) end
@@ -147,7 +147,7 @@ cloud.define("memberPath", {requireUser = true}, function(req)
   pals.memberOr(groupId, userId)
   local s = pals.state(userId)
   if userId ~= req.user.objectId and not pals.contains(s.sharingWith, groupId) then
-    u.fail(119, "this member does not share with this group")
+    u.fail(cloud.codes.OPERATION_FORBIDDEN, "this member does not share with this group")
   end
   local where
   if s.state == "SOS" then

@@ -15,7 +15,7 @@ function M.groupReadACL(groupId) return {["role:" .. M.roleName(groupId)] = {rea
 -- to its role only), so a stranger cannot tell a foreign group from a missing one.
 function M.groupOr101(req, groupId)
   local g = db.get("Group", groupId)
-  if not g then u.fail(101, "no group " .. groupId) end
+  if not g then u.fail(cloud.codes.OBJECT_NOT_FOUND, "no group " .. groupId) end
   return g
 end
 
@@ -25,8 +25,8 @@ end
 
 -- 101 for a user id that does not exist, 119 for a user who is not a member of the group.
 function M.memberOr(groupId, userId)
-  if not db.get("_User", userId, {master = true, keys = "objectId"}) then u.fail(101, "no user " .. userId) end
-  if not M.isMember(groupId, userId) then u.fail(119, "not a member of this group") end
+  if not db.get("_User", userId, {master = true, keys = "objectId"}) then u.fail(cloud.codes.OBJECT_NOT_FOUND, "no user " .. userId) end
+  if not M.isMember(groupId, userId) then u.fail(cloud.codes.OPERATION_FORBIDDEN, "not a member of this group") end
 end
 
 function M.isMember(groupId, userId)

@@ -15,35 +15,35 @@ end
 
 function M.geoParam(params, name)
   local v = params[name]
-  if not M.isGeoPoint(v) then M.fail(142, name .. " is required (a GeoPoint)") end
+  if not M.isGeoPoint(v) then M.fail(cloud.codes.VALIDATION_ERROR, name .. " is required (a GeoPoint)") end
   return {__type = "GeoPoint", latitude = v.latitude, longitude = v.longitude}
 end
 
 -- A string of 1..max characters that is not only whitespace.
 function M.textParam(params, name, max)
   local v = params[name]
-  if type(v) ~= "string" then M.fail(142, name .. " is required (a string)") end
+  if type(v) ~= "string" then M.fail(cloud.codes.VALIDATION_ERROR, name .. " is required (a string)") end
   local n = utf8.len(v)
-  if not n then M.fail(142, name .. " must be valid UTF-8") end
-  if not v:find("%S") then M.fail(142, name .. " must not be empty") end
-  if n > max then M.fail(142, name .. " must be at most " .. max .. " characters") end
+  if not n then M.fail(cloud.codes.VALIDATION_ERROR, name .. " must be valid UTF-8") end
+  if not v:find("%S") then M.fail(cloud.codes.VALIDATION_ERROR, name .. " must not be empty") end
+  if n > max then M.fail(cloud.codes.VALIDATION_ERROR, name .. " must be at most " .. max .. " characters") end
   return v
 end
 
 function M.idParam(params, name)
   local v = params[name]
-  if type(v) ~= "string" or v == "" or #v > 64 then M.fail(142, name .. " is required (an id)") end
+  if type(v) ~= "string" or v == "" or #v > 64 then M.fail(cloud.codes.VALIDATION_ERROR, name .. " is required (an id)") end
   return v
 end
 
 function M.intParam(params, name, default, lo, hi)
   local v = params[name]
   if not M.present(v) then
-    if default == nil then M.fail(142, name .. " is required") end
+    if default == nil then M.fail(cloud.codes.VALIDATION_ERROR, name .. " is required") end
     return default
   end
   local n = math.type(v) == "integer" and v or (type(v) == "number" and v == math.floor(v) and math.tointeger(v))
-  if not n or n < lo or n > hi then M.fail(142, name .. " must be a whole number from " .. lo .. " to " .. hi) end
+  if not n or n < lo or n > hi then M.fail(cloud.codes.VALIDATION_ERROR, name .. " must be a whole number from " .. lo .. " to " .. hi) end
   return n
 end
 
