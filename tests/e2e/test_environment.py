@@ -37,6 +37,20 @@ TESTED_ELSEWHERE = {
     "MOONBASE_HTTP_MAX_REQUESTS": "test_outbound.py",
     "MOONBASE_LUA_MAX_VM_MEMORY_MB": "test_sandbox_escapes.py",
     "MOONBASE_MAX_RESPONSE_MB": "test_sandbox_escapes.py",
+    "MOONBASE_LIVEQUERY_MAX_CONNECTIONS": "test_realtime_environment.py",
+    "MOONBASE_LIVEQUERY_MAX_PER_IP": "test_livequery_ws.py",
+    "MOONBASE_LIVEQUERY_MAX_PER_USER": "test_livequery_ws.py",
+    "MOONBASE_LIVEQUERY_MAX_SUBSCRIPTIONS": "test_realtime_environment.py",
+    "MOONBASE_LIVEQUERY_MAX_MESSAGE_BYTES": "test_realtime_environment.py",
+    "MOONBASE_LIVEQUERY_SEND_QUEUE_BYTES": "test_livequery_events.py",
+    "MOONBASE_LIVEQUERY_PING_MS": "test_livequery_ws.py",
+    "MOONBASE_CHANGES_RETENTION_DAYS": "test_realtime_feed.py",
+    "MOONBASE_CHANGES_PURGE_SECONDS": "test_realtime_feed.py",
+    "MOONBASE_SSE_KEEPALIVE_SECONDS": "test_realtime_feed.py",
+    "MOONBASE_SSE_MAX_STREAMS": "test_realtime_environment.py",
+    "MOONBASE_SSE_MAX_STREAMS_PER_IP": "test_realtime_feed.py",
+    "MOONBASE_SSE_MAX_STREAMS_PER_USER": "test_realtime_environment.py",
+    "MOONBASE_SSE_BUFFER_BYTES": "test_realtime_feed.py",
 }
 
 LUA = r'''
