@@ -3,17 +3,25 @@
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev liblua5.4-dev libmicrohttpd-dev libsodium-dev libssl-dev libwslay-dev libcurl4-openssl-dev libpq-dev pkg-config python3-venv sqlite3 curl
 BENCH_APT_PACKAGES := wrk
+# The dashboard's browser tests: headless Chromium and its WebDriver (Selenium comes from PyPI).
+TEST_APT_PACKAGES := chromium chromium-driver
 VENV := .venv
 PY := $(VENV)/bin/python
 SWIFT_FLAGS ?=
 
-.PHONY: all deps venv build release run test unit e2e bench check clean
+.PHONY: all deps test-deps apt-install venv build release run test unit e2e bench check clean dashboard-assets
 
 all: build
 
 # Installs the Debian packages that are missing (root or sudo), never reinstalls.
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do \
+	@$(MAKE) --no-print-directory apt-install PKGS="$(APT_PACKAGES)"
+
+test-deps:
+	@$(MAKE) --no-print-directory apt-install PKGS="$(APT_PACKAGES) $(TEST_APT_PACKAGES)"
+
+apt-install:
+	@missing=""; for p in $(PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -42,8 +50,13 @@ run: release
 check: build
 	.build/debug/moonbase check functions
 
+# The dashboard's files are embedded in the binary by a generated Swift file.
+dashboard-assets:
+	python3 dashboard/embed.py
+
 # End-to-end tests first (they use the debug binary), the swift test summary line last.
-test: deps venv
+test: test-deps venv
+	python3 dashboard/embed.py --check
 	swift build --build-tests $(SWIFT_FLAGS)
 	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) -m pytest -q tests/docs tests/e2e tests/cron; rc=$$?; \
 	  if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi
@@ -52,7 +65,7 @@ test: deps venv
 unit: deps
 	swift test $(SWIFT_FLAGS)
 
-e2e: deps venv
+e2e: test-deps venv
 	swift build $(SWIFT_FLAGS)
 	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) -m pytest -q tests/e2e
 

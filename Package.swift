@@ -46,7 +46,8 @@ let package = Package(
         .target(
             name: "MoonbaseAPI",
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseAuth", "MoonbaseLua",
-                           "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseOutbound", "MoonbaseRealtime"],
+                           "MoonbaseCron", "MoonbaseQuota", "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseOutbound",
+                           "MoonbaseRealtime"],
             swiftSettings: swiftSettings),
         .target(
             name: "MoonbaseLiveQuery",

@@ -347,6 +347,13 @@ static int register_body(lua_State *L) {
     reg_args *a = lua_touserdata(L, 1);
     lb_vm *vm = lb_from(L);
     lua_settop(L, 0);
+    if (a->ns[0] == 0) {  /* empty namespace: a global of the read-only base (print) */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_base);
+        lua_pushinteger(L, a->fnid);
+        lua_pushcclosure(L, lb_trampoline, 1);
+        lua_setfield(L, -2, a->name);
+        return 0;
+    }
     push_namespace(L, vm, a->ns);
     lua_pushinteger(L, a->fnid);
     lua_pushcclosure(L, lb_trampoline, 1);

@@ -13,13 +13,14 @@
  *   string table math utf8   the standard libraries, as locked proxies
  *   os                  time clock date difftime only
  *   json cloud          json.encode/decode/null/array, cloud.error (+ host functions)
+ *   print               registered by the host (lb_register with an empty namespace): the
+ *                       server's log, never stdout
  * Removed, with the reason:
  *   io, dofile, loadfile, package            file system and native code
  *   debug                                    reaches upvalues, metatables and the registry
  *   coroutine                                yields across our C pcall; not supported
  *   string.dump                              binary chunks
  *   os.execute/exit/getenv/remove/rename/tmpname/setlocale   the process and its environment
- *   print                                    use log.*
  *   _G                                       the real global table is never reachable
  * Libraries and namespaces are userdata proxies (`__index` = hidden table, `__newindex` raises,
  * `__metatable` = false): assignment and rawset cannot change them for a later call. The string

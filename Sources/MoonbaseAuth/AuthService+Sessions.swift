@@ -141,13 +141,14 @@ extension AuthService {
     /// `revokeSessions` inside the caller's transaction.
     @discardableResult
     public func revokeSessions(userId: String, except sessionId: String?, in tx: WriteTransaction) throws(ParseError) -> Int {
-        var sql = "DELETE FROM \"_Session\" WHERE \(Naming.fieldExpr("user", type: .pointer)) = ?"
+        var filter = "\(Naming.fieldExpr("user", type: .pointer)) = ?"
         var binds: [SQLiteValue] = [.text(userId)]
         if let sessionId {
-            sql += " AND objectId != ?"
+            filter += " AND objectId != ?"
             binds.append(.text(sessionId))
         }
-        return try tx.connection.run(sql, binds)
+        try tx.feedBeforeDelete("_Session", filter: filter, binds: binds)
+        return try tx.connection.run("DELETE FROM \"_Session\" WHERE " + filter, binds)
     }
 
     /// Deletes all sessions of `userId` in `tx` (the user-deletion cascade, for the API layer's
@@ -163,10 +164,13 @@ extension AuthService {
     public func purgeExpiredSessions() throws(ParseError) -> Int {
         let nowISO = ISO8601.format(millis: clock.nowMillis())
         return try database.write { (tx) throws(ParseError) in
-            try tx.connection.run("""
-                DELETE FROM "_Session" WHERE \(Naming.fieldExpr("expiresAt", type: .date)) <= ?1
-                AND coalesce(\(Naming.fieldExpr("refreshExpiresAt", type: .date)), '') <= ?1
-                """, [.text(nowISO)])
+            let filter = """
+                \(Naming.fieldExpr("expiresAt", type: .date)) <= ?
+                AND coalesce(\(Naming.fieldExpr("refreshExpiresAt", type: .date)), '') <= ?
+                """
+            let binds: [SQLiteValue] = [.text(nowISO), .text(nowISO)]
+            try tx.feedBeforeDelete("_Session", filter: filter, binds: binds)
+            return try tx.connection.run("DELETE FROM \"_Session\" WHERE " + filter, binds)
         }
     }
 

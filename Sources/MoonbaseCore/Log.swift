@@ -52,8 +52,26 @@ public enum Log {
         if enabled(.error) { emit(.error, msg(), requestId: requestId, fields: fields) }
     }
 
+    /// The last 10,000 lines (host events at the configured level, Cloud Code output at every
+    /// level), for `GET /admin/logs`, `moonbase logs` and the dashboard.
+    public static let ring = LogRing(capacity: 10_000)
+
+    /// A Cloud Code line (`print`, `log.*`): always kept in the ring, written to stderr when its
+    /// level is enabled.
+    public static func lua(_ level: LogLevel, _ msg: String, requestId: String?, fields: [(String, String)]) {
+        let now = SystemClock().nowMillis()
+        ring.append(level, msg, source: "lua", requestId: requestId, fields: fields, time: now)
+        if enabled(level) { writeLine(level, msg, requestId: requestId, fields: fields, now: now) }
+    }
+
     public static func emit(_ level: LogLevel, _ msg: String, requestId: String?, fields: [(String, String)]) {
-        let ts = ISO8601.format(millis: SystemClock().nowMillis())
+        let now = SystemClock().nowMillis()
+        ring.append(level, msg, source: "host", requestId: requestId, fields: fields, time: now)
+        writeLine(level, msg, requestId: requestId, fields: fields, now: now)
+    }
+
+    static func writeLine(_ level: LogLevel, _ msg: String, requestId: String?, fields: [(String, String)], now: Int64) {
+        let ts = ISO8601.format(millis: now)
         var line: String
         if formatRaw.load(ordering: .relaxed) == 1 {
             line = "{\"time\":\"\(ts)\",\"level\":\"\(level.name)\""

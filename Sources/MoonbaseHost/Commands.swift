@@ -18,6 +18,7 @@ public enum Commands {
           check     compile and load every Lua and cron file; exit 1 on error
           call      run a Cloud Code function locally against the data dir
           deploy    hot-deploy Lua files to a running server through the admin API
+          logs      print a running server's recent log lines (Cloud Code print/log.*); -f follows
           jobs      list schedules with their next run times and last results; `jobs run NAME`
           usage     report request units and costs
           backup    write an online backup of the database
@@ -38,6 +39,7 @@ public enum Commands {
             case "check": return try CheckCommand.run(rest)
             case "call": return try CallCommand.run(rest)
             case "deploy": return try DeployCommand.run(rest)
+            case "logs": return try LogsCommand.run(rest)
             case "jobs": return try JobsCommand.run(rest)
             case "usage": return try UsageCommand.run(rest)
             case "backup": return try BackupCommand.run(rest)

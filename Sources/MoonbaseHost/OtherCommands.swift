@@ -128,16 +128,16 @@ enum JobsCommand {
     }
 }
 
-/// `moonbase usage [--json] [--from X --to Y --by account|function|hour|month]`. Without
+/// `moonbase usage [--json] [--from X --to Y --by account|function|hour|day|month]`. Without
 /// `--by` it shows the accounts and the functions (with `--json`: `{"accounts":…,"functions":…}`).
 enum UsageCommand {
     static func run(_ args: [String]) throws -> Int32 {
         guard let (a, c) = try Commands.parse(args, values: ["from", "to", "by"], flags: ["json"],
-                                              help: "usage: moonbase usage [--json] [--from ISO] [--to ISO] [--by account|function|hour|month]")
+                                              help: "usage: moonbase usage [--json] [--from ISO] [--to ISO] [--by account|function|hour|day|month]")
         else { return 0 }
         var groupings: [UsageGrouping] = [.account, .function]
         if let v = a.value("by") {
-            guard let by = UsageGrouping(query: v) else { throw UsageError("--by must be account, function, hour or month") }
+            guard let by = UsageGrouping(query: v) else { throw UsageError("--by must be account, function, hour, day or month") }
             groupings = [by]
         }
         guard let range = UsageReport.range(from: a.value("from"), to: a.value("to"), now: SystemClock().nowMillis()) else {

@@ -64,7 +64,6 @@ enum ServeCommand {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
         }
         s.usageFlusher?.start()
-        s.realtime.start()
         // Expired sessions are deleted on a schedule, not only when their token is next used.
         s.jobs.scheduler.every(Int64(c.sessionPurgeSeconds) * 1000) { [auth = s.auth] in
             do throws(ParseError) {
@@ -74,6 +73,7 @@ enum ServeCommand {
                 Log.warn("purging expired sessions failed: \(error.message)")
             }
         }
+        s.realtime.start()
         s.jobs.scheduler.start()
         host.watcher?.start()
         Log.info("moonbase serving on http://\(c.host):\(server.port) (data \(c.dataDir), functions \(c.functionsDir), cron \(c.cronDir))")

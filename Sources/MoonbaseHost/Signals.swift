@@ -15,6 +15,16 @@ public enum Signals {
         signal(SIGPIPE, SIG_IGN)
     }
 
+    /// Restores the default SIGINT/SIGTERM behaviour (end the process) for verbs that run until
+    /// interrupted without anything to shut down, such as `moonbase logs -f`.
+    public static func unblock() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
+
     /// Blocks until SIGINT or SIGTERM arrives; returns the signal number.
     public static func waitForTermination() -> Int32 {
         var set = sigset_t()

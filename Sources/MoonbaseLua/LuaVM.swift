@@ -60,6 +60,7 @@ public final class LuaVM {
         for ns in namespaces.keys.sorted() {
             for name in namespaces[ns]! { b.append(.host(ns, name)) }
         }
+        b.append(.print(.info))
         b.append(contentsOf: [.log(.debug), .log(.info), .log(.warn), .log(.error), .timeNow, .randomId])
         b.append(contentsOf: CryptoOp.allCases.map { .crypto($0) })
         for d in CloudDeclaration.allCases { b.append(.cloud(d)) }

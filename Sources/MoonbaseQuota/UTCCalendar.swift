@@ -9,7 +9,7 @@ public enum UTCCalendar {
 
     /// Floor division that also rounds negative instants down.
     @inline(__always)
-    static func floor(_ t: Int64, _ unit: Int64) -> Int64 {
+    public static func floor(_ t: Int64, _ unit: Int64) -> Int64 {
         let q = t / unit
         return (t % unit < 0 ? q - 1 : q) * unit
     }

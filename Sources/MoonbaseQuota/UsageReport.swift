@@ -5,6 +5,7 @@ public enum UsageGrouping: String, Sendable, CaseIterable {
     case account
     case function
     case hour
+    case day
     case month
 
     /// Parses `by=`; nil (the host answers 102/107) for anything else. Empty means `account`.
@@ -101,6 +102,9 @@ public struct UsageReport: Sendable {
             case .hour:
                 guard row.kind == .account, row.key == "app" else { continue }
                 sums[ISO8601.format(millis: row.hour), default: UsageCounts()].add(row.counts)
+            case .day:
+                guard row.kind == .account, row.key == "app" else { continue }
+                sums[ISO8601.format(millis: UTCCalendar.floor(row.hour, UTCCalendar.dayMillis)), default: UsageCounts()].add(row.counts)
             case .month:
                 guard row.kind == .account, row.key == "app" else { continue }
                 sums[ISO8601.format(millis: UTCCalendar.monthStart(row.hour)), default: UsageCounts()].add(row.counts)
@@ -115,7 +119,7 @@ public struct UsageReport: Sendable {
             }
         case .function:
             out.sort { $0.units != $1.units ? $0.units > $1.units : $0.key < $1.key }
-        case .hour, .month:
+        case .hour, .day, .month:
             out.sort { $0.key < $1.key }
         }
         return UsageReport(from: from, to: to, by: by, rows: out)

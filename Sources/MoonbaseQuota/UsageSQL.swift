@@ -95,9 +95,13 @@ public enum UsageSQL {
     ///
     /// - `account`: one row per account (`app` first: it holds every charged request), then by units.
     /// - `function`: one row per function/route/class key, by units.
-    /// - `hour` / `month`: the app's totals per UTC hour / month, keyed by the ISO-8601 start
+    /// - `hour` / `day` / `month`: the app's totals per UTC hour / day / month, keyed by the ISO-8601 start
     ///   (`2026-11-29T20:00:00.000Z`), in time order.
-    public static func report(by grouping: UsageGrouping) -> String {
+    ///
+    /// `series`: for the time groupings, one account's or one function's series instead of the
+    /// app's totals (?3 kind, ?4 key).
+    public static func report(by grouping: UsageGrouping, series: Bool = false) -> String {
+        let subject = series ? "kind = ?3 AND key = ?4" : "kind = 'account' AND key = 'app'"
         switch grouping {
         case .account:
             return """
@@ -114,13 +118,19 @@ public enum UsageSQL {
         case .hour:
             return """
                 SELECT strftime('%Y-%m-%dT%H:00:00.000Z', hour / 1000, 'unixepoch'), \(sums) FROM _mb_usage
-                WHERE kind = 'account' AND key = 'app' AND hour >= ?1 AND hour < ?2
+                WHERE \(subject) AND hour >= ?1 AND hour < ?2
                 GROUP BY hour ORDER BY hour
+                """
+        case .day:
+            return """
+                SELECT strftime('%Y-%m-%dT00:00:00.000Z', hour / 1000, 'unixepoch') AS day, \(sums) FROM _mb_usage
+                WHERE \(subject) AND hour >= ?1 AND hour < ?2
+                GROUP BY day ORDER BY day
                 """
         case .month:
             return """
                 SELECT strftime('%Y-%m-01T00:00:00.000Z', hour / 1000, 'unixepoch') AS month, \(sums) FROM _mb_usage
-                WHERE kind = 'account' AND key = 'app' AND hour >= ?1 AND hour < ?2
+                WHERE \(subject) AND hour >= ?1 AND hour < ?2
                 GROUP BY month ORDER BY month
                 """
         }

@@ -134,6 +134,13 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         return id
     }
 
+    /// The viewer for a session token (roles resolved). - Throws: 209 for an invalid token.
+    public func viewer(sessionToken: String) throws(ParseError) -> Viewer {
+        var v = try visibility.host.viewer(sessionToken: sessionToken)
+        v.roles = visibility.host.roleNames(of: v.identity)
+        return v
+    }
+
     /// Removes a subscription (no-op when already gone).
     public func unsubscribe(_ id: SubscriptionID) {
         let removed = registry.withLock { r -> Bool in
@@ -184,6 +191,12 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     // MARK: delivery thread
 
     private func run() {
+        // afterFind runs here: the Lua watchdog interrupts scripts with SIGURG, so make sure this
+        // thread takes it whatever mask it inherited.
+        var urg = sigset_t()
+        sigemptyset(&urg)
+        sigaddset(&urg, SIGURG)
+        pthread_sigmask(SIG_UNBLOCK, &urg, nil)
         while true {
             pthread_mutex_lock(mutex)
             while jobs.isEmpty && overflowSeq == 0 && !stopping { pthread_cond_wait(cond, mutex) }
@@ -232,6 +245,10 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     }
 
     private func deliver(_ e: ChangeEvent) {
+        if e.isMark {
+            deliverMark(e)
+            return
+        }
         let subs = candidates(e)
         guard !subs.isEmpty else { return }
         var e = e
@@ -241,7 +258,8 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             e.current = try? o.json(for: .master)
         }
         for sub in subs where sub.live {
-            guard let viewer = currentViewer(sub) else { continue }
+            // An earlier delivery may have ended it (its sink was too slow).
+            guard registry.withLock({ $0.subs[sub.id] != nil }), let viewer = currentViewer(sub) else { continue }
             if let ev = choose(e, sub, viewer) { send(ev, sub) }
         }
     }
@@ -285,7 +303,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             kind = .leave
             original = view(e.original!)
             // Lost access: the last state it could read, never the values of this change.
-            object = vis.canRead(e.current!, viewer) ? view(e.current!) : original!
+            object = e.current.flatMap { vis.canRead($0, viewer) ? view($0) : nil } ?? original!
         case (.save, false, true):
             if let w = sub.spec.watch, e.original == nil, !w.contains(where: { e.current![$0] != nil }) { return nil }
             if let w = sub.spec.watch, let o = e.original, !w.contains(where: { o[$0] != e.current![$0] }) { return nil }
@@ -317,11 +335,27 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
 
     // MARK: replay and the change feed
 
+    /// Writes made while nobody observed the class (a subscription may have arrived since,
+    /// before they committed): live subscriptions get those rows from the feed, as a replay.
+    private func deliverMark(_ e: ChangeEvent) {
+        let subs = registry.withLock { r in (r.byClass[e.className] ?? []).union(
+            (r.byValue[e.className] ?? [:]).values.flatMap { $0.values.flatMap { $0 } }).sorted().compactMap { r.subs[$0] } }
+        for sub in subs where sub.live {
+            replayRange(sub, after: e.firstSeq - 1, through: e.seq)
+        }
+    }
+
     /// Replays the feed after `since` up to the last handled change, then marks it live.
     private func replay(_ id: SubscriptionID) {
         guard let sub = registry.withLock({ $0.subs[id] }), let since = sub.spec.since else { return }
-        let through = handled.load(ordering: .acquiring)
-        var after = since
+        replayRange(sub, after: since, through: handled.load(ordering: .acquiring))
+        registry.withLock { $0.subs[id]?.live = true }
+    }
+
+    /// Sends `sub` the feed rows in `(after, through]` it may see, each object once, latest state.
+    private func replayRange(_ sub: Sub, after start: Int64, through: Int64) {
+        let id = sub.id
+        var after = start
         while after < through {
             guard let viewer = currentViewer(sub) else { return }
             let page: FeedPage
@@ -347,7 +381,6 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             if page.next <= after { break }
             after = page.next
         }
-        registry.withLock { $0.subs[id]?.live = true }
     }
 
     /// One change-feed row as a viewer sees it.

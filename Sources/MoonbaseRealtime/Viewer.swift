@@ -10,7 +10,7 @@ public struct Viewer: Sendable, Hashable {
     /// The session token the identity came from (nil for master and anonymous viewers).
     public var sessionToken: String?
     /// Role names (without the `role:` prefix) whose ACL and class-permission entries admit
-    /// this viewer, hierarchy already expanded.
+    /// this viewer, hierarchy already expanded. Empty until the host knows roles.
     public var roles: Set<String>
 
     public init(identity: Identity, sessionToken: String? = nil, roles: Set<String> = []) {
@@ -34,9 +34,8 @@ public struct Viewer: Sendable, Hashable {
 /// What the realtime engine needs from the rest of the server to decide what a viewer sees:
 /// sessions, roles, class permissions and the `afterFind` trigger. The API layer implements it.
 ///
-/// Roles: `roleNames(of:)` is the one place role membership enters; it is asked again before
-/// each delivery, and every ACL and class-permission check honours `role:Name` entries through
-/// `Viewer.roles`.
+/// Roles: `roleNames(of:)` is the one place role membership enters (the store's role cache);
+/// every ACL and class-permission check honours `role:Name` entries through `Viewer.roles`.
 public protocol ViewerHost: Sendable {
     /// The viewer for a session token. - Throws: 209 when the token is unknown or expired.
     func viewer(sessionToken: String) throws(ParseError) -> Viewer

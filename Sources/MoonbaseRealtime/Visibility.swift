@@ -48,20 +48,19 @@ public struct Visibility: Sendable {
     }
 
     /// The object (master view) as the viewer sees it, before `afterFind`: hidden fields
-    /// removed, `keys` applied (`objectId`, `createdAt`, `updatedAt`, `ACL` always kept), plus
-    /// `className`.
+    /// removed, `keys` applied as REST applies them (nested paths too; `objectId`, `createdAt`,
+    /// `updatedAt`, `ACL` always kept), plus `className`.
     public func redact(_ object: JSONObject, className: String, viewer: Viewer, keys: [String]?) -> JSONObject {
         var out = JSONObject()
         out.entries.reserveCapacity(object.count + 1)
         let isUser = className == "_User"
         let seesEmail = viewer.identity.isMaster || viewer.identity.userId == object["objectId"]?.stringValue
-        let keep: Set<String>? = keys.map { Set($0.map { String($0.prefix { $0 != "." }) }) }
         for e in object {
             if e.key.hasPrefix("_") { continue }
             if isUser, e.key == "password" || e.key == "authData" || (e.key == "email" && !seesEmail) { continue }
-            if let keep, !keep.contains(e.key), !["objectId", "createdAt", "updatedAt", "ACL"].contains(e.key) { continue }
             out.entries.append(e)
         }
+        if let keys { out = KeyTree(keys).project(out) }  // REST's own projection
         out["className"] = .string(className)
         return out
     }

@@ -5,9 +5,21 @@ import Testing
 
 /// Each test tries a real escape and asserts it fails cleanly (Redis's scripting.tcl spirit).
 @Suite(.timeLimit(.minutes(1))) struct LuaSandboxTests {
-    @Test(arguments: ["io", "package", "dofile", "loadfile", "debug", "coroutine", "print", "_G"])
+    @Test(arguments: ["io", "package", "dofile", "loadfile", "debug", "coroutine", "_G"])
     func removedGlobalsAreAbsent(name: String) throws {
         #expect(try run("return \(name) == nil") == true)
+    }
+
+    /// `print` is the host's: it writes to the server log (and its ring), never to stdout, and
+    /// cannot be replaced for a later call.
+    @Test func printGoesToTheLogRing() throws {
+        let marker = "print-marker-" + String(Int.random(in: 0..<1_000_000_000))
+        #expect(try run("print('\(marker)', 42, {a = 1}) return type(print)") == "function")
+        let line = try #require(Log.ring.lines().lines.last { $0.message.hasPrefix(marker) })
+        #expect(line.message == marker + "\t42\t{\"a\":1}")
+        #expect(line.level == .info && line.source == "lua")
+        #expect(try run("print = nil return 1") == .int(1))
+        #expect(try run("return type(print)") == "function")
     }
 
     @Test func osIsReduced() throws {

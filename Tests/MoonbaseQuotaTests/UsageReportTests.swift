@@ -46,6 +46,9 @@ struct UsageReportTests {
         #expect(h.rows.map(\.key) == ["2026-11-30T21:00:00.000Z", "2026-11-30T22:00:00.000Z",
                                       "2026-11-30T23:00:00.000Z", "2026-12-01T00:00:00.000Z"])
         #expect(h.rows.map(\.units) == [4, 1, 1, 2])
+        let d = UsageReport.aggregate(rows, from: all.from, to: all.to, by: .day)
+        #expect(d.rows.map(\.key) == ["2026-11-30T00:00:00.000Z", "2026-12-01T00:00:00.000Z"])
+        #expect(d.rows.map(\.units) == [6, 2])
         let m = UsageReport.aggregate(rows, from: all.from, to: all.to, by: .month)
         #expect(m.rows.map(\.key) == ["2026-11-01T00:00:00.000Z", "2026-12-01T00:00:00.000Z"])
         #expect(m.rows.map(\.units) == [6, 2])
@@ -59,7 +62,7 @@ struct UsageReportTests {
         #expect(r.from == ms("2026-11-30T21:00:00Z") && r.to == ms("2026-11-30T23:00:00Z"))
         #expect(UsageReport.range(from: "2026-11-30", to: "2026-11-29", now: now) == nil)
         #expect(UsageReport.range(from: "yesterday", to: nil, now: now) == nil)
-        #expect(UsageGrouping(query: nil) == .account && UsageGrouping(query: "hour") == .hour && UsageGrouping(query: "day") == nil)
+        #expect(UsageGrouping(query: nil) == .account && UsageGrouping(query: "hour") == .hour && UsageGrouping(query: "day") == .day && UsageGrouping(query: "week") == nil)
         let rows = Self.sampleRows()
         let one = UsageReport.aggregate(rows, from: r.from, to: r.to, by: .hour)
         #expect(one.rows.map(\.key) == ["2026-11-30T21:00:00.000Z", "2026-11-30T22:00:00.000Z"])

@@ -40,6 +40,26 @@ struct ChangeHubTests {
         #expect(tombs.count == 2 && tombs.allSatisfy { $0.op == .delete })
     }
 
+    @Test func compactionKeepsOnlyTheLatestRowOfEachObject() throws {
+        let a = try f.store.insert("Note", fields: ["t": "a"], acl: nil, identity: .master)
+        let b = try f.store.insert("Note", fields: ["t": "b"], acl: nil, identity: .master)
+        for i in 0..<5 { _ = try f.store.update("Note", objectId: a.objectId, changes: ["n": .int(Int64(i))], identity: .master) }
+        try f.store.delete("Note", objectId: b.objectId, identity: .master)
+        func count() throws -> Int64 {
+            try f.database.read { (c) throws(ParseError) -> Int64 in
+                guard case .integer(let n)? = try c.scalar("SELECT count(*) FROM _mb_changes") else { return -1 }
+                return n
+            }
+        }
+        let before = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: 0, limit: 10) }
+        #expect(try count() == 8)
+        while try ChangeFeed.compact(f.database, batch: 3) > 0 {}
+        #expect(try count() == 2)
+        let after = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: 0, limit: 10) }
+        #expect(before.map(\.seq) == after.map(\.seq))
+        #expect(after.map(\.op) == [.save, .delete] && after.map(\.objectId) == [a.objectId, b.objectId])
+    }
+
     @Test func purgeMovesTheHorizonAndOldSinceIsRefused() throws {
         let a = try f.store.insert("Note", fields: ["t": "a"], acl: nil, identity: .master)
         try f.store.delete("Note", objectId: a.objectId, identity: .master)
@@ -121,6 +141,27 @@ struct ChangeHubTests {
         #expect(sink.events.withLock { $0.count } == 12)
     }
 
+    @Test func aSubscriptionArrivingBeforeAnUnobservedWriteCommitsStillGetsIt() throws {
+        let live = TestSink(), resumed = TestSink()
+        let since = try head()
+        // The write checks "does anyone observe Race?" (no) before the subscriptions exist, and
+        // commits after them: its rows must still reach both, once.
+        let id = try f.store.transaction { () throws(ParseError) -> String in
+            let o = try f.store.insert("Race", fields: ["n": 1], acl: nil, identity: .master)
+            _ = try hub.subscribe(SubscriptionSpec(className: "Race"), viewer: .master, sink: live)
+            _ = try hub.subscribe(SubscriptionSpec(className: "Race", since: since), viewer: .master, sink: resumed)
+            return o.objectId
+        }
+        let a = live.wait(for: 1), b = resumed.wait(for: 1)
+        #expect(a.map { $0.object["objectId"]?.stringValue } == [id] && a.first?.kind == .create)
+        #expect(b.map { $0.object["objectId"]?.stringValue } == [id])
+        _ = try f.store.update("Race", objectId: id, changes: ["n": 2], identity: .master)
+        #expect(live.wait(for: 2).map(\.kind) == [.create, .update])
+        #expect(resumed.wait(for: 2).count == 2)
+        usleep(100_000)
+        #expect(live.events.withLock { $0.count } == 2 && resumed.events.withLock { $0.count } == 2)
+    }
+
     @Test func slowConsumerIsDroppedWithReconnect() throws {
         let sink = TestSink(capacity: 3)
         _ = try hub.subscribe(SubscriptionSpec(className: "Msg"), viewer: .master, sink: sink)
@@ -130,6 +171,30 @@ struct ChangeHubTests {
         #expect(sink.ended.withLock { $0.first?.2 } == true)
         #expect(hub.slowConsumersDropped.load(ordering: .relaxed) == 1)
         #expect(hub.subscriptionCount.load(ordering: .relaxed) == 0)
+    }
+
+    @Test func watchSuppressesWritesThatChangeNoWatchedField() throws {
+        let sink = TestSink()
+        _ = try hub.subscribe(SubscriptionSpec(className: "W", watch: ["a"]), viewer: .master, sink: sink)
+        _ = try f.store.insert("W", fields: ["b": 1], acl: nil, identity: .master)          // no watched field: none
+        let o = try f.store.insert("W", fields: ["a": 1, "b": 1], acl: nil, identity: .master)  // create
+        _ = try f.store.update("W", objectId: o.objectId, changes: ["b": 2], identity: .master)  // none
+        _ = try f.store.update("W", objectId: o.objectId, changes: ["a": 2], identity: .master)  // update
+        try f.store.delete("W", objectId: o.objectId, identity: .master)                        // delete
+        let e = sink.wait(for: 3)
+        #expect(e.map(\.kind) == [.create, .update, .delete])
+        #expect(e[1].object["a"] == 2 && e[1].original?["a"] == 1)
+        usleep(100_000)
+        #expect(sink.events.withLock { $0.count } == 3)
+    }
+
+    @Test func keysProjectLikeREST() throws {
+        let sink = TestSink()
+        _ = try hub.subscribe(SubscriptionSpec(className: "Doc", keys: ["a.b", "c"]), viewer: .master, sink: sink)
+        _ = try f.store.insert("Doc", fields: ["a": ["b": 1, "x": 2], "c": 3, "d": 4], acl: nil, identity: .master)
+        let o = try #require(sink.wait(for: 1).first).object
+        #expect(o["a"] == ["b": 1] && o["c"] == 3 && o["d"] == nil)
+        #expect(o["objectId"] != nil && o["createdAt"] != nil && o["className"] == "Doc")
     }
 
     @Test func equalityIndexStillSeesValueChanges() throws {

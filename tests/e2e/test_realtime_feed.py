@@ -95,6 +95,12 @@ class SSE:
             return None
 
     def close(self):
+        # Shut the socket first: the reader thread may sit in a blocking read until the next
+        # keep-alive, and close() would wait for it.
+        try:
+            self.resp.raw._fp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
+        except (AttributeError, OSError):
+            pass
         self.resp.close()
 
 
@@ -174,6 +180,17 @@ def test_visibility_owner_stranger_master_afterfind_and_logout(server_factory):
     assert "hidden" not in ea[0]["data"]["object"]          # afterFind hides it from the owner
     assert em[0]["data"]["object"]["hidden"] == "shh"        # master reads skip afterFind
     assert b.none_within(1.0) is None                        # the stranger sees nothing
+    # Shared with bob: he gets "enter"; unshared in a write that also changes v: "leave" with
+    # the last state he could read, never the values of the write that removed his access.
+    s.req("PUT", f"/parse/classes/Secret/{oid}", {"ACL": {alice: {"read": True, "write": True}, bob: {"read": True}}},
+          session=alice_tok)
+    entered = b.take(1)
+    assert entered and entered[0]["event"] == "enter" and entered[0]["data"]["object"]["v"] == 1
+    s.req("PUT", f"/parse/classes/Secret/{oid}", {"ACL": {alice: {"read": True, "write": True}}, "v": 7}, session=alice_tok)
+    left = b.take(1)
+    assert left and left[0]["event"] == "leave" and left[0]["data"]["object"]["v"] == 1
+    assert [e["event"] for e in a.take(2)] == ["update", "update"]
+    assert len(m.take(2)) == 2
     # Logout stops delivery at once: an error event with 209, then the stream ends.
     assert s.req("POST", "/parse/logout", {}, session=alice_tok).status_code == 200
     s.req("PUT", f"/parse/classes/Secret/{oid}", {"v": 2}, master=True)
@@ -181,6 +198,10 @@ def test_visibility_owner_stranger_master_afterfind_and_logout(server_factory):
     end = a.take(1)
     assert end and end[0]["event"] == "error" and end[0]["data"]["code"] == 209 and end[0]["data"]["reconnect"] is False
     assert a.closed.wait(10)
+    # The logout itself is a committed write: its tombstone is in the (master-only) _Session feed.
+    ops = [x["op"] for x in changes(s, "_Session", 0, master=True)["results"]]
+    assert ops.count("delete") == 1 and ops.count("save") == 1, ops
+    assert s.req("GET", "/parse/changes/_Session", session=bob_tok).json()["code"] == 119
     assert b.none_within(0.5) is None
     # A session that is no longer valid cannot open a stream.
     r = requests.get(f"{s.url}/parse/live/Secret", headers=s.headers(session=alice_tok), timeout=10)
@@ -320,3 +341,31 @@ def test_idle_streams_do_not_spin_keepalives_flow_and_caps_apply(server_factory)
     # The cap frees up with them.
     again = SSE(s, "Idle")
     again.close()
+
+
+def test_role_membership_governs_the_feed_and_live_events(server):
+    """An object ACL'd to a role reaches a subscriber once they join the role, and stops at once
+    when they leave it: over /parse/changes and over SSE."""
+    s = server
+    ada, ada_token = signup(s, "ada")
+    r = s.req("POST", "/parse/roles", {"name": "staff", "ACL": {"*": {"read": True}}}, master=True)
+    assert r.status_code == 201, r.text
+    role_id = r.json()["objectId"]
+    secret = s.req("POST", "/parse/classes/Memo", {"text": "staff only", "ACL": {"role:staff": {"read": True}}},
+                   master=True).json()["objectId"]
+    assert changes(s, "Memo", 0, session=ada_token)["results"] == []
+    members = lambda op: s.req("PUT", f"/parse/roles/{role_id}", {"users": {
+        "__op": op, "objects": [{"__type": "Pointer", "className": "_User", "objectId": ada}]}}, master=True)
+    assert members("AddRelation").status_code == 200
+    rows = changes(s, "Memo", 0, session=ada_token)["results"]
+    assert [row["object"]["objectId"] for row in rows] == [secret]
+    live = SSE(s, "Memo", session=ada_token)
+    s.req("PUT", f"/parse/classes/Memo/{secret}", {"text": "v2"}, master=True)
+    ev = live.take(1)
+    assert ev and ev[0]["event"] == "update" and ev[0]["data"]["object"]["text"] == "v2"
+    assert members("RemoveRelation").status_code == 200
+    s.req("PUT", f"/parse/classes/Memo/{secret}", {"text": "v3"}, master=True)
+    after = live.none_within(1.0)                 # no update carrying v3: at most a leave
+    assert after is None or (after["event"] == "leave" and after["data"]["object"].get("text") != "v3"), after
+    assert changes(s, "Memo", 0, session=ada_token)["results"] == []
+    live.close()

@@ -19,13 +19,23 @@ enum AdminEndpoints {
             ("GET", "/admin/usage", Endpoint("admin.usage", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("usage")
                 guard let by = UsageGrouping(query: req.http.queryValue("by")) else {
-                    throw ParseError(.invalidQuery, "by must be account, function, hour or month")
+                    throw ParseError(.invalidQuery, "by must be account, function, hour, day or month")
                 }
                 guard let range = UsageReport.range(from: req.http.queryValue("from"), to: req.http.queryValue("to"),
                                                     now: s.clock.nowMillis())
                 else { throw ParseError(.invalidQuery, "from/to must be ISO-8601 dates with from before to") }
+                // `account=KEY` or `function=KEY` with a time grouping: that one series per hour/day/month.
+                var series: (kind: UsageKind, key: String)?
+                for kind in [UsageKind.account, .function] {
+                    guard let key = req.http.queryValue(kind.rawValue), !key.isEmpty else { continue }
+                    guard series == nil, [.hour, .day, .month].contains(by) else {
+                        throw ParseError(.invalidQuery, "account= or function= (one of them) goes with by=hour, day or month")
+                    }
+                    series = (kind, key)
+                }
                 try s.flushUsage()
-                return .json(200, JSON.encode(SQLiteUsageSink.json(try usage.report(from: range.from, to: range.to, by: by))))
+                let report = try usage.report(from: range.from, to: range.to, by: by, series: series)
+                return .json(200, JSON.encode(SQLiteUsageSink.json(report)))
             }),
         ]
     }

@@ -21,7 +21,8 @@ public final class API: HTTPHandler {
         cors = CORSPolicy(origins: services.config.corsOrigins)
         var r = Router<Endpoint>()
         do {
-            for (method, pattern, endpoint) in API.parseEndpoints(services) {
+            // The dashboard's pages and admin endpoints join the built-in ones.
+            for (method, pattern, endpoint) in API.parseEndpoints(services) + DashboardEndpoints.routes(services) {
                 try r.add(method, pattern, endpoint)
             }
         } catch {
@@ -171,12 +172,34 @@ public final class API: HTTPHandler {
             services.quota.record(u)
             usage = u
         }
+        recordCall(req, response, usage: usage, wallNanos: wallNanos)
         services.metrics.observe(route: endpoint.name, status: response.status, seconds: Double(wallNanos) / 1e9,
                                  usage: usage)
         if response.status >= 500 || Log.enabled(.debug) {
             Log.info("\(http.method) \(http.path) \(response.status) \(wallNanos / 1000)µs", requestId: http.requestId)
         }
         return response
+    }
+
+    /// Keeps a Cloud Code call in the recent-calls ring; a failed one is also logged with its
+    /// request id, so the dashboard's log view shows the error (with its file:line) in context.
+    func recordCall(_ req: APIRequest, _ response: HTTPResponse, usage: RequestUsage?, wallNanos: UInt64) {
+        let target = (req.target ?? .api("")).key
+        guard CallRing.isCloudCall(target) else { return }
+        var code: Int?
+        var message: String?
+        if response.status >= 400, let body = try? JSON.parse(response.body) {
+            code = body["code"]?.intValue.map { Int($0) }
+            message = body["error"]?.stringValue
+        }
+        services.calls.append(CallRecord(
+            time: services.clock.nowMillis(), requestId: req.requestId, target: target, caller: account(req).key,
+            status: response.status, wallMicros: Int64(wallNanos / 1000), luaCpuMicros: Int64(req.meter.luaCPUNanos / 1000),
+            dbReads: req.meter.dbReads, dbWrites: req.meter.dbWrites, errorCode: code, error: message))
+        if code == ParseErrorCode.scriptFailed.rawValue, let message {
+            let name = String(target.split(separator: ":", maxSplits: 1).last ?? Substring(target))
+            Log.emit(.error, "\(target) failed: \(message)", requestId: req.requestId, fields: [("function", name)])
+        }
     }
 
     func account(_ req: APIRequest) -> Account {

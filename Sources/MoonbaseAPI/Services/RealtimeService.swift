@@ -47,8 +47,7 @@ public struct RealtimeConfig: Sendable {
 }
 
 /// What the realtime engine asks the server: sessions (through the auth service, whose cache
-/// is invalidated by logout and password changes), role memberships, class permissions, and
-/// `afterFind`.
+/// is invalidated by logout and password changes), class permissions, and `afterFind`.
 struct HostViewers: ViewerHost {
     let auth: AuthService
     let store: SQLiteDocumentStore
@@ -57,8 +56,7 @@ struct HostViewers: ViewerHost {
 
     func viewer(sessionToken: String) throws(ParseError) -> Viewer {
         guard let s = try auth.resolveSession(sessionToken) else { throw ParseError(.invalidSessionToken, "Invalid session token") }
-        let identity = try store.identity(forUser: s.userId)
-        return Viewer(identity: identity, sessionToken: sessionToken, roles: Set(identity.roles))
+        return Viewer(identity: .user(s.userId), sessionToken: sessionToken)
     }
 
     func isCurrent(_ viewer: Viewer) -> Bool {
@@ -67,16 +65,12 @@ struct HostViewers: ViewerHost {
         return s.userId == viewer.identity.userId
     }
 
-    /// Asked before each delivery: the store caches memberships per user and clears the cache on
-    /// every `_Role` write, so a user removed from a role stops receiving that role's objects at
-    /// the next event. A lookup that fails admits no role (fail closed).
+    /// The viewer's roles (hierarchy expanded), from the store's per-user role cache, which any
+    /// committed `_Role` write invalidates: a subscriber added to or removed from a role sees the
+    /// change at its next event.
     func roleNames(of identity: Identity) -> Set<String> {
         guard let uid = identity.userId else { return [] }
-        do throws(ParseError) {
-            return Set(try store.identity(forUser: uid).roles)
-        } catch {
-            return []
-        }
+        return Set((try? store.roles(ofUser: uid)) ?? [])
     }
 
     func classPermissions(_ className: String) -> JSONObject? { store.catalog.schema(className)?.clp }
@@ -85,8 +79,11 @@ struct HostViewers: ViewerHost {
 
     func afterFind(className: String, objects: [JSONObject], viewer: Viewer) throws(ParseError) -> [JSONObject] {
         let user = viewer.sessionToken.flatMap { try? auth.resolveSession($0) }?.user
+        // The trigger's own db.* calls run as the subscriber, roles included.
+        var identity = viewer.identity
+        if let uid = identity.userId { identity = .user(uid, roles: Array(viewer.roles).sorted()) }
         return try cloud.runAfterFind(className: className, objects: objects,
-                                      caller: CallerContext(identity: viewer.identity, user: user))
+                                      caller: CallerContext(identity: identity, user: user))
     }
 }
 
@@ -101,6 +98,14 @@ public final class RealtimeService: Sendable {
     let started = Atomic<Bool>(false)
     /// Event bytes written to SSE streams.
     let sseBytesOut = Atomic<Int>(0)
+    /// Other transports' gauges (`addTransport`).
+    let transports = Mutex<[Transport]>([])
+
+    struct Transport {
+        let name: String
+        let connections: @Sendable () -> Int
+        let bytesOut: @Sendable () -> Int
+    }
 
     struct StreamTable {
         var open: [ObjectIdentifier: SSESink] = [:]
@@ -127,11 +132,19 @@ public final class RealtimeService: Sendable {
         }
         reg.gauge("moonbase_realtime_connections", help: "Open realtime connections.", labels: ["transport"]) { [unowned self] in
             [MetricSample(labels: ["sse"], value: Double(self.streams.withLock { $0.open.count }))]
+                + self.transports.withLock { $0 }.map { MetricSample(labels: [$0.name], value: Double($0.connections())) }
         }
         reg.counter("moonbase_realtime_bytes_total", help: "Event bytes sent to realtime subscribers.", labels: ["transport"]) {
             [unowned self] in
             [MetricSample(labels: ["sse"], value: Double(self.sseBytesOut.load(ordering: .relaxed)))]
+                + self.transports.withLock { $0 }.map { MetricSample(labels: [$0.name], value: Double($0.bytesOut())) }
         }
+    }
+
+    /// Lets another transport (the WebSocket one) report its open connections and event bytes
+    /// in the same `/metrics` families, under its own `transport` label.
+    public func addTransport(_ name: String, connections: @escaping @Sendable () -> Int, bytesOut: @escaping @Sendable () -> Int) {
+        transports.withLock { $0.append(Transport(name: name, connections: connections, bytesOut: bytesOut)) }
     }
 
     /// Starts the keep-alive and purge thread (serving hosts only).
@@ -148,11 +161,14 @@ public final class RealtimeService: Sendable {
         hub.stop()
     }
 
-    /// Purges expired tombstones now. - Returns: how many were removed.
+    /// Compacts the feed (rows superseded by later writes of the same object), then purges
+    /// expired tombstones. - Returns: how many tombstones were removed.
     @discardableResult
     public func purge() -> Int {
         let cutoff = store.clock.nowMillis() - config.retentionMillis
         do throws(ParseError) {
+            // Short transactions of 10,000 rows each, so writers wait little; bounded per pass.
+            for _ in 0..<50 where try ChangeFeed.compact(store.database) > 0 {}
             return try ChangeFeed.purge(store.database, before: cutoff)
         } catch {
             Log.warn("change feed purge failed: \(error.message)")

@@ -48,10 +48,14 @@ public final class SQLiteUsageSink: UsageSink {
     }
 
     /// `GET /admin/usage` and `moonbase usage`.
-    public func report(from: Int64, to: Int64, by: UsageGrouping) throws(ParseError) -> UsageReport {
+    /// `series` (time groupings only): one account's or function's rows instead of the app's.
+    public func report(from: Int64, to: Int64, by: UsageGrouping,
+                       series: (kind: UsageKind, key: String)? = nil) throws(ParseError) -> UsageReport {
         try database.read { (c) throws(ParseError) -> UsageReport in
             var rows: [UsageReportRow] = []
-            try c.query(UsageSQL.report(by: by), [.integer(from), .integer(to)]) { (s) throws(ParseError) in
+            var binds: [SQLiteValue] = [.integer(from), .integer(to)]
+            if let series { binds += [.text(series.kind.rawValue), .text(series.key)] }
+            try c.query(UsageSQL.report(by: by, series: series != nil), binds) { (s) throws(ParseError) in
                 rows.append(UsageReportRow(key: s.text(0) ?? "", units: s.int64(1), refused: s.int64(2),
                                            dbReads: s.int64(3), dbWrites: s.int64(4), luaCpuMs: s.double(5),
                                            wallMs: s.double(6), bytesIn: s.int64(7), bytesOut: s.int64(8),

@@ -12,6 +12,8 @@ import Synchronization
 public final class Services: Sendable {
     public let config: HostConfig
     public let masterKey: String
+    /// The last 500 Cloud Code calls (dashboard, `GET /admin/calls`).
+    public let calls = CallRing(capacity: 500)
     public let clock: any HostClock
     public let database: Database
     public let store: SQLiteDocumentStore

@@ -10,6 +10,7 @@ import Glibc
 /// - `.host(ns, name)`: `db.*`, `files.delete`, `auth.*`, `http.request`, `config.get`, forwarded
 ///   to `CloudHostAPI` (an `http.*` call that ran into the call's wall-time limit ends the call).
 /// - `.log(level)`: `log.debug/info/warn/error(msg, ...)` → `Log` with the request id and function.
+/// - `.print(level)`: the global `print(...)` → `Log` at info, arguments joined by tabs as in Lua.
 /// - `.timeNow`: `time.now()` → milliseconds since the epoch (integer).
 /// - `.randomId`: `crypto.randomId([n])` → n (default 10, at most 256) alphanumeric characters.
 /// - `.cloud(decl)`: `cloud.define/job/route/before*/after*/index/textIndex/classPermissions`
@@ -20,6 +21,7 @@ import Glibc
 enum HostBinding {
     case host(String, String)
     case log(LogLevel)
+    case print(LogLevel)
     case timeNow
     case randomId
     case cloud(CloudDeclaration)
@@ -31,6 +33,7 @@ enum HostBinding {
         switch self {
         case .host(let ns, let name): return (ns, name)
         case .log(let l): return ("log", l.name)
+        case .print: return ("", "print")  // an empty namespace registers a global
         case .timeNow: return ("time", "now")
         case .randomId: return ("crypto", "randomId")
         case .cloud(let d): return ("cloud", d.rawValue)
@@ -153,19 +156,9 @@ extension LuaVM {
             if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
             return v
         case .log(let level):
-            let text = args.map { a -> String in
-                switch a {
-                case .value(.string(let s)): return s
-                case .value(let v): return v.jsonString
-                case .function: return "function"
-                }
-            }.joined(separator: " ")
-            let ctx = contexts.last
-            var fields: [(String, String)] = []
-            if let ctx { fields.append(("function", ctx.functionName)) }
-            if let loc = callerLocation() { fields.append(("at", loc.description)) }
-            if Log.enabled(level) { Log.emit(level, text, requestId: ctx?.requestId, fields: fields) }
-            return .null
+            return luaLog(level, args, separator: " ")
+        case .print(let level):
+            return luaLog(level, args, separator: "\t")
         case .timeNow:
             return .int(clock.nowMillis())
         case .randomId:

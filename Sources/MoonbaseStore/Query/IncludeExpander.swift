@@ -108,7 +108,7 @@ struct IncludeExpander {
 }
 
 /// A `keys` projection as a tree of paths; the reserved fields are always kept.
-struct KeyTree {
+public struct KeyTree {
     final class Node {
         var children: [String: Node] = [:]
         /// The whole value is kept (the path ended here).
@@ -117,7 +117,7 @@ struct KeyTree {
     let root = Node()
     static let always: Set<String> = ["objectId", "createdAt", "updatedAt", "ACL", "__type", "className"]
 
-    init(_ paths: [String]) {
+    public init(_ paths: [String]) {
         for p in paths {
             var n = root
             for part in p.split(separator: ".") {
@@ -129,7 +129,7 @@ struct KeyTree {
         }
     }
 
-    func project(_ o: JSONObject) -> JSONObject { Self.project(o, root) }
+    public func project(_ o: JSONObject) -> JSONObject { Self.project(o, root) }
 
     private static func project(_ o: JSONObject, _ node: Node) -> JSONObject {
         var out = JSONObject()

@@ -46,12 +46,6 @@ public enum ACLs {
         return (list("read"), list("write"))
     }
 
-    /// SQL condition restricting rows to those `identity` may read, or nil for the master key.
-    /// `column` is the rperm column as the query spells it (`t.rperm`).
-    public static func readCondition(_ identity: Identity, column: String = "rperm") -> (sql: String, binds: [SQLiteValue])? {
-        condition(identity, column: column)
-    }
-
     /// SQL condition restricting rows to those `identity` may write, or nil for the master key.
     public static func writeCondition(_ identity: Identity, column: String = "wperm") -> (sql: String, binds: [SQLiteValue])? {
         condition(identity, column: column)

@@ -7,7 +7,9 @@ import Synchronization
 /// write time, the object before and after (master view: every field plus `ACL`).
 ///
 /// Sequence numbers are strictly increasing in commit order; a transaction's writes get
-/// consecutive numbers in the order they were made.
+/// consecutive numbers in the order they were made. Writes to a class no listener observed are
+/// summarised as one mark per class and run of writes: an event with an empty `objectId`,
+/// covering the seqs `firstSeq...seq` (`isMark`).
 public struct ChangeEvent: Sendable {
     public enum Op: String, Sendable { case save, delete }
     public var seq: Int64
@@ -20,6 +22,10 @@ public struct ChangeEvent: Sendable {
     public var current: JSONObject?
     /// Whether `original`/`current` were captured (false: only `seq` and the ids are known).
     public var hasPayload: Bool
+    /// For a mark: the first seq it covers (else equal to `seq`).
+    public var firstSeq: Int64
+    /// A summary of unobserved writes to `className` (`firstSeq...seq`), not one object's write.
+    public var isMark: Bool { objectId.isEmpty }
 
     public init(seq: Int64, className: String, objectId: String, op: Op, original: JSONObject?,
                 current: JSONObject?, hasPayload: Bool = true) {
@@ -30,6 +36,7 @@ public struct ChangeEvent: Sendable {
         self.original = original
         self.current = current
         self.hasPayload = hasPayload
+        self.firstSeq = seq
     }
 }
 

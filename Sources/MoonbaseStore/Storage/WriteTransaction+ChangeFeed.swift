@@ -32,8 +32,10 @@ extension WriteTransaction {
         try ChangeFeed.complete(self, f.className, count: f.count, originals: f.originals)
     }
 
-    /// Before a delete (one object or set-based): tombstones for the rows `filter` selects.
-    func feedBeforeDelete(_ className: String, filter: String, binds: [SQLiteValue]) throws(ParseError) {
+    /// Before a delete (one object or set-based): tombstones for the rows `filter` selects
+    /// (SQL over the class table aliased `t`). Public for modules that delete with their own SQL
+    /// (sessions): every committed delete must reach the change feed.
+    public func feedBeforeDelete(_ className: String, filter: String, binds: [SQLiteValue]) throws(ParseError) {
         try ChangeFeed.record(self, className, op: .delete, filter: filter, binds: binds)
     }
 }
