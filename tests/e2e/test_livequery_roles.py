@@ -61,3 +61,23 @@ def test_role_acl_reaches_members_and_follows_membership(server):
         for ws in socks.values():
             await ws.close()
     run(go())
+
+
+def test_a_create_carrying_a_relation_reaches_subscribers_as_itself(server):
+    """The feed records the created row, not one of the relation rows written with it."""
+    uid, _ = signup(server, "member")
+
+    async def go():
+        from conftest import MASTER_KEY
+        ws = await connected(server, masterKey=MASTER_KEY)
+        await subscribe(ws, 1, {"className": "Team", "where": {}})
+        r = server.req("POST", "/parse/classes/Team", {"name": "crew", "members": {
+            "__op": "AddRelation", "objects": [PTR("_User", uid)]}}, master=True)
+        assert r.status_code == 201, r.text
+        ev = await recv_json(ws)
+        assert (ev["op"], ev["object"]["objectId"], ev["object"]["name"]) == ("create", r.json()["objectId"], "crew"), ev
+        await ws.close()
+    run(go())
+    feed = server.req("GET", "/parse/changes/Team", master=True, params={"since": 0})
+    assert feed.status_code == 200, feed.text
+    assert [(o["op"], o["object"]["name"]) for o in feed.json()["results"]] == [("save", "crew")], feed.text

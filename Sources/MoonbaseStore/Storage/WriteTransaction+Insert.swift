@@ -74,9 +74,8 @@ extension WriteTransaction {
             try s.bindText(utf8: dataBytes, at: 7)
             try s.step()
         }
-        // Read the row id before the relation rows are inserted (they move lastInsertRowid).
-        let rid = connection.lastInsertRowid
         try applyRelations(relations, owner: objectId, className: className)
+        let rid = connection.lastInsertRowid
         try feedInserted(className, rid: rid)
         return StoredObject(className: className, rid: rid, objectId: objectId, createdAt: now,
                             updatedAt: now, acl: aclBytes, rperm: rperm, wperm: wperm, data: dataBytes)
