@@ -3,7 +3,6 @@ import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseHTTP
 import MoonbaseJSON
-import MoonbaseQuota
 import Synchronization
 
 #if canImport(Glibc)
@@ -43,13 +42,9 @@ public final class LiveQueryServer: HTTPUpgradeHandler, WebSocketDelegate, @unch
             loops.append(try WebSocketLoop(pingInterval: .milliseconds(config.pingIntervalMillis),
                                            maxMessage: config.maxMessageBytes, delegate: self))
         }
-        let reg = services.metrics.registry
-        reg.gauge("moonbase_livequery_connections", help: "Open LiveQuery WebSocket connections.") { [unowned self] in
-            [MetricSample(value: Double(self.connectionCount))]
-        }
-        reg.counter("moonbase_livequery_bytes_total", help: "Event bytes queued to LiveQuery WebSocket clients.") {
-            [unowned self] in [MetricSample(value: Double(self.bytesOut.load(ordering: .relaxed)))]
-        }
+        // `/metrics`: the realtime families, under `transport="websocket"`.
+        services.realtime.addTransport("websocket", connections: { [unowned self] in self.connectionCount },
+                                       bytesOut: { [unowned self] in self.bytesOut.load(ordering: .relaxed) })
     }
 
     /// The server whose workers run messages and triggers (set once, before `start()`).

@@ -107,8 +107,8 @@ class PocketBase:
 
     async def subscriber(self, arrivals):
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port)
-        # HTTP/1.0: the stream comes unchunked until the server closes it.
-        writer.write(f"GET /api/realtime HTTP/1.0\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n".encode())
+        # HTTP/1.1 (chunked): each event arrives as one chunk; its lines are read as they come.
+        writer.write(b"GET /api/realtime HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
         await writer.drain()
         while (await reader.readline()) not in (b"\r\n", b"\n", b""):
             pass
@@ -118,9 +118,10 @@ class PocketBase:
             if line.startswith(b"data:"):
                 client_id = json.loads(line[5:])["clientId"]
         await asyncio.to_thread(http_post, self.port, "/api/realtime",
-                                {"clientId": client_id, "subscriptions": ["posts"]}, {})
+                                {"clientId": client_id, "subscriptions": ["posts/*"]}, {})
 
-        async def read():
+        async def read(keep=writer):
+            # `keep`: a StreamWriter closes its socket when collected.
             while True:
                 line = await reader.readline()
                 if not line:

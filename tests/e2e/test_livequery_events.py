@@ -215,7 +215,7 @@ def test_events_counted_in_usage_and_metrics(server):
         for _ in range(3):
             assert (await recv_json(ws))["op"] == "create"
         text = server.req("GET", "/metrics").text
-        assert "moonbase_livequery_connections 1" in text, text[-2000:]
+        assert 'moonbase_realtime_connections{transport="websocket"} 1' in text, text[-3000:]
         await ws.close()
     run(go())
     deadline = time.time() + 20
