@@ -453,7 +453,9 @@ final class LiveClient: Sendable {
 /// One live subscription of a client: receives the engine's events for it. Events that arrive
 /// before its `subscribed` message went out wait (the replay of `since` starts at once).
 final class LiveSub: LiveQueryEventTarget, Sendable {
-    unowned let client: LiveClient
+    /// Strong: the engine may still be delivering to this subscription when its socket closes;
+    /// the cycle with the client's table ends when the subscription leaves it.
+    let client: LiveClient
     let requestId: Int64
     let className: String
     /// Delivered events cost no unit; they are counted (events, bytes) on this account.
