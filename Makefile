@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SWIFT_FLAGS ?=
 
-.PHONY: all deps test-deps apt-install venv build release run test unit e2e bench check clean dashboard-assets
+.PHONY: all deps test-deps apt-install venv build release run test unit e2e bench check chaos clean dashboard-assets
 
 all: build
 
@@ -60,6 +60,7 @@ test: test-deps venv
 	swift build --build-tests $(SWIFT_FLAGS)
 	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) -m pytest -q tests/docs tests/e2e tests/cron; rc=$$?; \
 	  if [ $$rc -ne 0 ] && [ $$rc -ne 5 ]; then exit $$rc; fi
+	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) tests/chaos/chaos.py --short --seed 1
 	swift test --skip-build $(SWIFT_FLAGS)
 
 unit: deps
@@ -68,6 +69,12 @@ unit: deps
 e2e: test-deps venv
 	swift build $(SWIFT_FLAGS)
 	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) -m pytest -q tests/e2e
+
+# Hardening run: over 50,000 fuzzed requests, Lua abuses, 1,100 slow senders, 20 kill -9
+# cycles under write load, disk full on a tmpfs (as root). Prints its figures; exit 1 on a failed check.
+chaos: deps venv
+	swift build $(SWIFT_FLAGS)
+	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) tests/chaos/chaos.py --full $(if $(SEED),--seed $(SEED))
 
 bench: deps release
 	bash bench/run.sh

@@ -27,6 +27,8 @@ let package = Package(
         // Our C targets.
         .target(name: "CJSON"),
         .target(name: "CLuaBridge", dependencies: ["CLua", "CJSON"]),
+        // Rewrites libmicrohttpd's own error answers into Parse error bodies (see guard.c).
+        .target(name: "CHTTPGuard", dependencies: ["CMicroHTTPD"]),
         .target(name: "CEpoll"),
 
         // Swift modules, leaves first.
@@ -39,7 +41,7 @@ let package = Package(
         .target(name: "MoonbaseLua", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseCrypto", "CLuaBridge"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCron", dependencies: ["MoonbaseCore", "MoonbaseJSON"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseQuota", dependencies: ["MoonbaseCore"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD", "CHTTPGuard"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseOutbound", dependencies: ["CCurl"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseRealtime", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseStore"],
                 swiftSettings: swiftSettings),

@@ -26,6 +26,7 @@ typedef struct mb_mhd_options {
     uint16_t port;               /* 0 = any free port */
     unsigned int thread_pool;    /* <= 1: a single internal polling thread */
     unsigned int connection_limit;
+    unsigned int per_ip_limit;   /* 0 = no per-address cap */
     unsigned int timeout_seconds;
     size_t memory_limit;         /* per-connection memory pool (must exceed the header limit) */
     size_t memory_increment;
@@ -64,12 +65,13 @@ static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
             return NULL;
         }
     }
-    struct MHD_OptionItem ops[12];
+    struct MHD_OptionItem ops[13];
     int n = 0;
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)o->completed_cb, o->completed_cls };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)o->uri_log_cb, o->uri_log_cls };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)o->connection_cb, o->connection_cls };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_LIMIT, (intptr_t)o->connection_limit, NULL };
+    if (o->per_ip_limit > 0) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)o->per_ip_limit, NULL };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->timeout_seconds, NULL };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->memory_limit, NULL };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (intptr_t)o->memory_increment, NULL };
@@ -82,6 +84,17 @@ static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
                             MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 }
 
+/** Ends the request target just after its '?', in libmicrohttpd's own read buffer.
+ * libmicrohttpd 0.9.75 splits the query into GET arguments right after the URI log callback,
+ * one entry of its per-connection memory pool per `&`-separated piece: a few hundred
+ * parameters (a 2 KB query) exhaust the pool and the request is never answered. Moonbase
+ * parses the query itself from the raw target copied in that callback, so libmicrohttpd's
+ * copy is not needed; hiding it leaves the pool to the headers. */
+static inline void mb_mhd_hide_query(const char *uri) {
+    char *q = strchr(uri, '?');
+    if (q != NULL && q[1] != '\0') q[1] = '\0';
+}
+
 /** The port the daemon is bound to (after binding port 0), or 0. */
 static inline uint16_t mb_mhd_bound_port(struct MHD_Daemon *d) {
     const union MHD_DaemonInfo *i = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -92,6 +105,25 @@ static inline uint16_t mb_mhd_bound_port(struct MHD_Daemon *d) {
 static inline void *mb_mhd_socket_context(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return i != NULL ? i->socket_context : NULL;
+}
+
+/** The connection's socket, or -1. */
+static inline int mb_mhd_connection_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return i != NULL ? (int)i->connect_fd : -1;
+}
+
+/** Writes the numeric address of `sa` into buf (NUL-terminated); returns its length or 0. */
+static inline size_t mb_sockaddr_ip(const struct sockaddr *sa, char *buf, size_t len) {
+    const char *r = NULL;
+    if (sa == NULL || len == 0) return 0;
+    if (sa->sa_family == AF_INET) {
+        r = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
+    } else if (sa->sa_family == AF_INET6) {
+        r = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
+    }
+    if (r == NULL) { buf[0] = '\0'; return 0; }
+    return strlen(buf);
 }
 
 /** Writes the client's numeric address into buf (NUL-terminated); returns its length or 0. */

@@ -36,6 +36,10 @@ public struct HostConfig: Sendable {
     public var maxHeaderBytes = 16 << 10
     public var maxConnections = 1024
     public var idleTimeoutSeconds = 30
+    /// Seconds a client has to complete a request's head (0 = idle timeout only).
+    public var headerTimeoutSeconds = 10
+    /// Connections per client address (0 = three quarters of `maxConnections`).
+    public var maxConnectionsPerIP = 0
     public var luaTimeoutMs = 10_000
     public var luaMaxMemoryMB = 64
     public var luaMaxDbOps = 10_000
@@ -52,6 +56,8 @@ public struct HostConfig: Sendable {
     public var httpMaxRequestsPerCall = 20
     /// Origins browsers may call the API from (`*` = any; empty = no CORS headers).
     public var corsOrigins = ["*"]
+    /// How long past its call's limit a worker may run before it is replaced as stuck.
+    public var workerStuckGraceMs = 5_000
 
     public init() {}
 
@@ -117,6 +123,13 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
         if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }
         if let v = env("MOONBASE_CORS_ORIGINS") { c.corsOrigins = CORSPolicy.parse(v) }
+        if let v = try int("MOONBASE_WORKER_STUCK_GRACE_MS") { c.workerStuckGraceMs = v }
+        if let v = try int("MOONBASE_SHUTDOWN_GRACE_MS") { c.shutdownGraceMs = v }
+        if let v = try int("MOONBASE_MAX_CONNECTIONS"), v > 0 { c.maxConnections = v }
+        if let v = try int("MOONBASE_MAX_CONNECTIONS_PER_IP") { c.maxConnectionsPerIP = v }
+        if let v = try int("MOONBASE_HEADER_TIMEOUT_SECONDS") { c.headerTimeoutSeconds = v }
+        if let v = try int("MOONBASE_IDLE_TIMEOUT_SECONDS"), v > 0 { c.idleTimeoutSeconds = v }
+        if let v = try int("MOONBASE_MAX_HEADER_BYTES"), v >= 1024 { c.maxHeaderBytes = v }
         if let v = env("MOONBASE_LOG_FORMAT") {
             guard let f = LogFormat(rawValue: v) else { throw UsageError("MOONBASE_LOG_FORMAT must be text or json") }
             c.logFormat = f

@@ -43,6 +43,19 @@ public struct HTTPServerConfig: Sendable {
     public var maxConnections: Int
     /// A connection idle (or dribbling nothing) this long is closed.
     public var idleTimeoutSeconds: Int
+    /// A request's head (request line and headers) must be complete this long after the
+    /// connection opened, or after its request line on a kept-alive connection, however slowly
+    /// the bytes arrive; 0 = no deadline (only the idle timeout, which every byte restarts).
+    public var headerTimeoutSeconds: Int
+    /// Connections from one client address; the rest of `maxConnections` stays free for
+    /// others. 0 = three quarters of `maxConnections`. Behind a reverse proxy every client
+    /// shares the proxy's address: raise it to `maxConnections` there.
+    public var maxConnectionsPerIP: Int
+    /// A worker job's default time limit (the Lua call timeout; calls with a longer one raise
+    /// it through `JobWatch.noteLimit`). 0 = no stuck-worker backstop.
+    public var jobLimitMillis: Int
+    /// How long past its limit a worker may run before it is considered stuck and replaced.
+    public var stuckGraceMillis: Int
     /// Queued worker jobs above this → 503 (code 1) instead of an unbounded queue.
     public var maxQueuedJobs: Int
     /// listen(2) backlog.
@@ -61,7 +74,8 @@ public struct HTTPServerConfig: Sendable {
     public init(host: String = "127.0.0.1", port: Int = 8080, ioThreads: Int = HTTPServerConfig.cores,
                 workers: Int = 2 * HTTPServerConfig.cores, maxHeaderBytes: Int = 16 << 10,
                 maxConnections: Int = 1024, idleTimeoutSeconds: Int = 30, maxQueuedJobs: Int = 4096,
-                listenBacklog: Int = 511, workerSpinMicros: Int = 0) {
+                listenBacklog: Int = 511, workerSpinMicros: Int = 0, headerTimeoutSeconds: Int = 10,
+                maxConnectionsPerIP: Int = 0, jobLimitMillis: Int = 10_000, stuckGraceMillis: Int = 5_000) {
         self.host = host
         self.port = port
         self.ioThreads = ioThreads
@@ -72,6 +86,16 @@ public struct HTTPServerConfig: Sendable {
         self.maxQueuedJobs = maxQueuedJobs
         self.listenBacklog = listenBacklog
         self.workerSpinMicros = workerSpinMicros
+        self.headerTimeoutSeconds = headerTimeoutSeconds
+        self.maxConnectionsPerIP = maxConnectionsPerIP
+        self.jobLimitMillis = jobLimitMillis
+        self.stuckGraceMillis = stuckGraceMillis
+    }
+
+    /// The per-address cap given to libmicrohttpd (see `maxConnectionsPerIP`).
+    var effectivePerIPLimit: Int {
+        let total = max(1, maxConnections)
+        return maxConnectionsPerIP > 0 ? min(maxConnectionsPerIP, total) : max(1, total * 3 / 4)
     }
 
     /// Online CPUs (at least 1).

@@ -1,3 +1,4 @@
+import CHTTPGuard
 import CMicroHTTPD
 import MoonbaseCore
 import Synchronization
@@ -23,7 +24,12 @@ import Glibc
 ///   or while reading a chunked body; the connection is dropped 1 MiB past the limit);
 /// - bad percent-encoding in path or query → 400, code 107;
 /// - worker queue full or server stopping → 503, code 1;
-/// - connection count and idle timeout: libmicrohttpd closes the socket.
+/// - connection count, per-address cap and idle timeout: libmicrohttpd closes the socket;
+/// - a request head not complete within `headerTimeoutSeconds`: the socket is shut down
+///   (`HeaderDeadlines`);
+/// - what libmicrohttpd refuses itself (a malformed request line, an unsupported version, a
+///   head beyond its memory pool, broken chunked framing): a Parse body too, rewritten in
+///   `CHTTPGuard`; a Content-Length it cannot parse closes the connection unanswered.
 ///
 /// Thread-safety: the daemon pointer and lifecycle are guarded by `state`; everything else is
 /// immutable.
@@ -55,6 +61,7 @@ public final class HTTPServer: Sendable {
     public func start() throws(HTTPServerError) {
         let cfg = core.config
         guard (0...65535).contains(cfg.port) else { throw HTTPServerError("invalid port \(cfg.port)") }
+        guard mb_guard_ready() != 0 else { throw HTTPServerError("libmicrohttpd's MHD_queue_response not found behind the error-body guard") }
         let flags = MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue | MHD_USE_TURBO.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue | MHD_USE_ITC.rawValue
             | (core.upgrader != nil ? MHD_ALLOW_UPGRADE.rawValue : 0)
@@ -77,9 +84,10 @@ public final class HTTPServer: Sendable {
             o.port = UInt16(cfg.port)
             o.thread_pool = UInt32(max(1, cfg.ioThreads))
             // Upgraded sockets stay libmicrohttpd connections: room for them on top of the HTTP
-            // cap, which the accept policy enforces for plain connections.
+            // cap, which the accept policy enforces for plain connections (per address too).
             o.connection_limit = UInt32(max(1, cfg.maxConnections)
                 + (core.upgrader != nil ? max(0, cfg.maxUpgradedConnections) : 0))
+            o.per_ip_limit = core.upgrader != nil ? 0 : UInt32(cfg.effectivePerIPLimit)
             o.timeout_seconds = UInt32(max(0, cfg.idleTimeoutSeconds))
             o.memory_limit = cfg.connectionMemoryLimit
             o.memory_increment = 4096
@@ -111,21 +119,46 @@ public final class HTTPServer: Sendable {
             throw HTTPServerError("server already started or stopped")
         }
         boundPort.store(Int(mb_mhd_bound_port(daemon)), ordering: .releasing)
+        core.deadlines.start()
+        let pool = core.pool
+        HealthBoard.shared.register(healthKey) {
+            let st = pool.status()
+            guard st.saturated else { return nil }
+            return HealthProblem(status: "saturated", fields: [
+                ("workers", String(st.workers)), ("busy", String(st.busy)),
+                ("stuck", String(st.stuck)), ("queued", String(st.queued)),
+            ])
+        }
+    }
+
+    /// This server's entry on the process's health board.
+    private var healthKey: String { "http.workers" }
+
+    /// Worker pool counts (health, metrics, tests).
+    public var workerStatus: (workers: Int, busy: Int, stuck: Int, queued: Int, saturated: Bool, replaced: Int) {
+        let st = core.pool.status()
+        return (st.workers, st.busy, st.stuck, st.queued, st.saturated, core.pool.replaced.load(ordering: .relaxed))
     }
 
     /// Graceful stop: stop accepting, let in-flight requests finish for up to `graceMillis`
     /// (responses meanwhile carry `Connection: close`), answer still-queued jobs with 503,
-    /// wait for running handlers (they are bounded by their own timeouts), then stop.
-    /// Idempotent; blocks the caller until the daemon and workers are gone.
-    public func shutdown(graceMillis: Int = 10_000) {
+    /// let running jobs finish within the grace or their own time limit (whichever ends later),
+    /// answer those still running then with 503 (their worker threads are abandoned, not
+    /// waited for), let the queued answers reach their clients (up to 2 s more),
+    /// then stop. Returns the number of worker threads left running (stuck or abandoned): the
+    /// caller should exit the process rather than wait for them.
+    /// Idempotent; blocks the caller until the daemon is gone.
+    @discardableResult
+    public func shutdown(graceMillis: Int = 10_000) -> Int {
         let handle = state.withLock { s -> DaemonHandle? in
             if s.stopped { return nil }
             s.stopped = true
             return s.daemon
         }
+        HealthBoard.shared.unregister(healthKey)
         guard let handle else {
-            core.pool.stop()
-            return
+            core.deadlines.stop()
+            return core.pool.stop(deadlineNanos: monotonicNanos() + UInt64(max(0, graceMillis)) * 1_000_000)
         }
         core.closing.store(true, ordering: .relaxed)
         let listenFD = MHD_quiesce_daemon(handle.raw)
@@ -134,7 +167,9 @@ public final class HTTPServer: Sendable {
         while core.inFlight.load(ordering: .relaxed) > 0 && monotonicNanos() < deadline {
             usleep(2_000)
         }
-        core.pool.stop()
+        // Jobs still running past the deadline and their own limit are answered 503 and their
+        // threads abandoned.
+        let left = core.pool.stop(deadlineNanos: deadline)
         // Every suspended connection must be resumed and seen again before MHD_stop_daemon.
         var waited = 0
         while core.suspendedCount.load(ordering: .acquiring) > 0 {
@@ -144,21 +179,44 @@ public final class HTTPServer: Sendable {
                 Log.warn("http shutdown: waiting for \(core.suspendedCount.load(ordering: .relaxed)) resumed connections")
             }
         }
+        // A resumed connection has its response queued, not yet sent: MHD_stop_daemon closes
+        // every connection at once, so stopping now would cut those answers off (the client
+        // sees a closed socket instead of its 200 or 503). Let libmicrohttpd finish sending
+        // them; the wait is bounded because a client that never reads must not hold the stop.
+        // Requests still reading their head or body are not waited for: the grace is over.
+        let flushDeadline = monotonicNanos() + HTTPServer.flushNanos
+        while core.sending.load(ordering: .relaxed) > 0 && monotonicNanos() < flushDeadline {
+            usleep(1_000)
+        }
+        core.deadlines.stop()
         MHD_stop_daemon(handle.raw)
         if listenFD >= 0 { close(listenFD) }
+        return left
     }
 
     /// Shutdown with a grace period given as a `Duration`.
     public func shutdown(grace: Duration) {
         let (s, atto) = grace.components
-        shutdown(graceMillis: Int(s) * 1000 + Int(atto / 1_000_000_000_000_000))
+        _ = shutdown(graceMillis: Int(s) * 1000 + Int(atto / 1_000_000_000_000_000))
     }
+
+    /// How long shutdown lets libmicrohttpd send responses already queued (after the grace,
+    /// the queued-job 503s and the running handlers) before it closes every connection.
+    static let flushNanos: UInt64 = 2_000_000_000
+
+    /// Error answers libmicrohttpd made itself, sent with a Parse body instead of its HTML.
+    public static var libraryErrorsRewritten: Int { Int(mb_guard_rewritten()) }
+    /// Connections closed unanswered for a Content-Length libmicrohttpd cannot parse.
+    public static var badContentLengthsClosed: Int { Int(mb_guard_closed_bad_length()) }
+
+    /// Connections shut down for missing the header deadline (diagnostics, tests).
+    public var headerDeadlineCuts: Int { core.deadlines.cut.load(ordering: .relaxed) }
 
     /// Requests read and not yet completed (diagnostics, tests).
     public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }
 
     deinit {
-        shutdown(graceMillis: 0)
+        _ = shutdown(graceMillis: 0)
     }
 }
 

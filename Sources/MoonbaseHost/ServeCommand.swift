@@ -1,33 +1,31 @@
 import MoonbaseAPI
 import MoonbaseCore
 import MoonbaseHTTP
+import MoonbaseQuota
 import MoonbaseLiveQuery
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,
-/// checkpoint the WAL, exit 0).
+/// checkpoint the WAL, exit 0). Requests still running when the grace is over are answered
+/// 503 and their workers abandoned; then the process exits at once with status 3.
 enum ServeCommand {
     static let help = """
         usage: moonbase serve [--host H] [--port P] [--data DIR] [--functions DIR] [--cron DIR]
                               [--public-url URL] [--log-format text|json] [--workers N]
                               [--metrics-require-master] [--quota-monthly-requests N]
                               [--rate-limit-per-minute N] [--cors-origins LIST|*|none]
-        environment (flags win): MOONBASE_HOST, MOONBASE_PORT, MOONBASE_DATA, MOONBASE_APP_ID,
-          MOONBASE_MASTER_KEY, MOONBASE_REST_KEY, MOONBASE_PUBLIC_URL, MOONBASE_QUOTA_MONTHLY_REQUESTS,
-          MOONBASE_RATE_LIMIT_PER_MINUTE, MOONBASE_ACCOUNTING=off, MOONBASE_LOGIN_MAX_FAILURES,
-          MOONBASE_SESSION_LENGTH_SECONDS, MOONBASE_SESSION_LIFETIME_DAYS,
-          MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS, MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS,
-          MOONBASE_SESSION_PURGE_SECONDS, MOONBASE_LUA_TIMEOUT_MS, MOONBASE_LUA_MAX_MEMORY_MB,
-          MOONBASE_LUA_MAX_DB_OPS, MOONBASE_LUA_MAX_INSTRUCTIONS, MOONBASE_WORKERS, MOONBASE_IO_THREADS,
-          MOONBASE_MAX_BODY_BYTES, MOONBASE_MAX_FILE_BYTES, MOONBASE_JOB_HISTORY, MOONBASE_LOG_FORMAT,
-          MOONBASE_CORS_ORIGINS, MOONBASE_LUA_WRITER_HOLD_MS,
-          MOONBASE_LUA_MAX_VM_MEMORY_MB, MOONBASE_MAX_RESPONSE_MB, MOONBASE_HTTP_ALLOW,
-          MOONBASE_HTTP_MAX_REQUESTS (docs/operations.md says what each does)
+                              [--max-connections N] [--max-connections-per-ip N] [--header-timeout SECONDS]
+        environment (flags win): every MOONBASE_* variable of docs/operations.md, among them
+          MOONBASE_HOST, MOONBASE_PORT, MOONBASE_DATA, MOONBASE_APP_ID, MOONBASE_MASTER_KEY,
+          MOONBASE_REST_KEY, MOONBASE_PUBLIC_URL, MOONBASE_QUOTA_MONTHLY_REQUESTS,
+          MOONBASE_RATE_LIMIT_PER_MINUTE, MOONBASE_ACCOUNTING=off, MOONBASE_LUA_TIMEOUT_MS,
+          MOONBASE_LUA_MAX_MEMORY_MB, MOONBASE_MAX_CONNECTIONS, MOONBASE_HEADER_TIMEOUT_SECONDS
         """
 
     static func run(_ args: [String]) throws -> Int32 {
         guard let (a, base) = try Commands.parse(args,
-            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute", "cors-origins"],
+            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute",
+                     "cors-origins", "max-connections", "max-connections-per-ip", "header-timeout"],
             flags: ["metrics-require-master"], help: help) else { return 0 }
         var c = base
         if let v = a.value("host") { c.host = v }
@@ -45,6 +43,18 @@ enum ServeCommand {
         if let v = try a.int("quota-monthly-requests") { c.quotaMonthlyRequests = v }
         if let v = try a.int("rate-limit-per-minute") { c.rateLimitPerMinute = v }
         if let v = a.value("cors-origins") { c.corsOrigins = CORSPolicy.parse(v) }
+        if let v = try a.int("max-connections") {
+            guard v > 0 else { throw UsageError("--max-connections must be at least 1") }
+            c.maxConnections = v
+        }
+        if let v = try a.int("max-connections-per-ip") {
+            guard v >= 0 else { throw UsageError("--max-connections-per-ip must be 0 or more") }
+            c.maxConnectionsPerIP = v
+        }
+        if let v = try a.int("header-timeout") {
+            guard v >= 0 else { throw UsageError("--header-timeout must be 0 or more seconds") }
+            c.headerTimeoutSeconds = v
+        }
         guard a.positionals.isEmpty else { throw UsageError("unexpected argument '\(a.positionals[0])'") }
 
         let host = try Host.build(c, serving: true)
@@ -55,7 +65,9 @@ enum ServeCommand {
             var httpConfig = HTTPServerConfig(
                 host: c.host, port: c.port, ioThreads: c.ioThreads, workers: c.workers,
                 maxHeaderBytes: c.maxHeaderBytes, maxConnections: c.maxConnections,
-                idleTimeoutSeconds: c.idleTimeoutSeconds)
+                idleTimeoutSeconds: c.idleTimeoutSeconds, headerTimeoutSeconds: c.headerTimeoutSeconds,
+                maxConnectionsPerIP: c.maxConnectionsPerIP, jobLimitMillis: c.luaTimeoutMs,
+                stuckGraceMillis: c.workerStuckGraceMs)
             httpConfig.maxUpgradedConnections = live.config.maxConnections
             server = try HTTPServer(config: httpConfig, handler: host.api, upgrader: live)
             live.attach(server)
@@ -63,6 +75,7 @@ enum ServeCommand {
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
         }
+        registerHardeningMetrics(s.metrics.registry, server)
         s.usageFlusher?.start()
         // Expired sessions are deleted on a schedule, not only when their token is next used.
         s.jobs.scheduler.every(Int64(c.sessionPurgeSeconds) * 1000) { [auth = s.auth] in
@@ -80,12 +93,22 @@ enum ServeCommand {
 
         let sig = Signals.waitForTermination()
         Log.info("signal \(sig): shutting down")
+        // HTTP: the grace or a running call's own limit; then up to the grace for jobs; plus
+        // 5 s for the rest. Past that the process exits with status 3 whatever still runs.
+        Signals.exitDeadline(afterMillis: max(c.shutdownGraceMs, c.luaTimeoutMs) + c.shutdownGraceMs + 5_000, code: 3)
         host.watcher?.stop()
         // WebSockets first: their `disconnect` triggers need the workers, and libmicrohttpd
         // must get its upgraded sockets back before it stops.
         live.shutdown()
-        server.shutdown(graceMillis: c.shutdownGraceMs)
+        let stuck = server.shutdown(graceMillis: c.shutdownGraceMs)
         s.realtime.stop()
+        if stuck > 0 {
+            // A stuck worker may hold the SQLite writer or run forever: waiting for jobs,
+            // accounting or the WAL checkpoint could block the exit. Committed writes are
+            // already durable (WAL); an uncommitted transaction rolls back on the next start.
+            Log.warn("shutdown: \(stuck) worker(s) still running after the grace were abandoned; exiting with status 3 without flushing accounting or checkpointing")
+            return 3
+        }
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
         s.usageFlusher?.shutdown()
@@ -93,5 +116,27 @@ enum ServeCommand {
         s.database.close()
         Log.info("stopped")
         return 0
+    }
+
+    /// Worker backstop and connection-guard figures on `/metrics`.
+    static func registerHardeningMetrics(_ m: Metrics, _ server: HTTPServer) {
+        m.gauge("moonbase_workers_busy", help: "Workers running a request.") {
+            [MetricSample(value: Double(server.workerStatus.busy))]
+        }
+        m.gauge("moonbase_workers_stuck", help: "Abandoned worker threads still running a stuck request.") {
+            [MetricSample(value: Double(server.workerStatus.stuck))]
+        }
+        m.counter("moonbase_workers_replaced_total", help: "Workers replaced after running past their limit plus the grace.") {
+            [MetricSample(value: Double(server.workerStatus.replaced))]
+        }
+        m.counter("moonbase_http_header_deadline_cuts_total", help: "Connections closed for not completing a request head in time.") {
+            [MetricSample(value: Double(server.headerDeadlineCuts))]
+        }
+        m.counter("moonbase_http_library_errors_total", help: "Malformed requests refused by libmicrohttpd (answered with a Parse body).") {
+            [MetricSample(value: Double(HTTPServer.libraryErrorsRewritten))]
+        }
+        m.counter("moonbase_http_bad_content_length_total", help: "Connections closed for an unparseable Content-Length.") {
+            [MetricSample(value: Double(HTTPServer.badContentLengthsClosed))]
+        }
     }
 }

@@ -26,12 +26,10 @@ import Glibc
 #endif
 
 extension LiveQueryConfig {
-    /// The defaults, overridden by `MOONBASE_LIVEQUERY_MAX_CONNECTIONS`, `…_MAX_PER_IP`,
-    /// `…_MAX_PER_USER`, `…_MAX_SUBSCRIPTIONS`, `…_MAX_MESSAGE_BYTES`, `…_SEND_QUEUE_BYTES`,
-    /// `…_PING_MS` (positive integers; anything else is ignored with the default kept).
+    /// The defaults, overridden by the `MOONBASE_LIVEQUERY_*` variables (positive integers;
+    /// anything else is ignored with the default kept). Full names, so a search finds them.
     public static func fromEnvironment() -> LiveQueryConfig {
         var c = LiveQueryConfig()
-        // Full names, so that the documentation check finds each variable in the code.
         func int(_ name: String) -> Int? {
             guard let p = getenv(name), let v = Int(String(cString: p)), v > 0 else { return nil }
             return v

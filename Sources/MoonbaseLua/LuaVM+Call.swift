@@ -52,6 +52,8 @@ extension LuaVM {
         case .returnOrField(let f): cMode = Int32(LB_RESULT_RETURN_OR_FIELD); field = f
         case .shared: cMode = Int32(LB_RESULT_RETURN) | Int32(LB_RESULT_SHARED_GLOBALS)
         }
+        // A call with a longer limit than the worker pool's default must not be taken for stuck.
+        JobWatch.noteLimit(millis: context.limits.timeoutMs)
         let limits = context.limits.bridge
         var cExtras: [lb_extra] = []
         var owned: [UnsafeMutablePointer<CChar>] = []

@@ -76,7 +76,7 @@ public final class Connection {
     static func error(_ db: OpaquePointer, _ rc: Int32, sql: String?) -> SQLiteError {
         let ext = sqlite3_extended_errcode(db)
         let msg = String(cString: sqlite3_errmsg(db))
-        return SQLiteError(code: ext != 0 ? ext : rc, message: msg, sql: sql)
+        return SQLiteError(code: ext != 0 ? ext : rc, message: msg, sql: sql, systemErrno: sqlite3_system_errno(db))
     }
 
     // MARK: Statements
@@ -89,7 +89,8 @@ public final class Connection {
         if rc != SQLITE_OK {
             let msg = err.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
             sqlite3_free(err)
-            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: msg, sql: sql).parseError
+            throw SQLiteError(code: sqlite3_extended_errcode(handle), message: msg, sql: sql,
+                              systemErrno: sqlite3_system_errno(handle)).parseError
         }
     }
 

@@ -92,6 +92,9 @@ public final class Database: Sendable {
         let state = ThreadDatabaseState.current.value
         if let tx = state.transaction(for: serial) { return try tx.nested(body) }
         guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
+        // Waiting for the writer is bounded by its own timeout: the worker pool's stuck-worker
+        // backstop must not take a request queued behind other writers for a stuck one.
+        JobWatch.noteLimit(millis: Int64(options.writeLockTimeoutMillis))
         guard lock.lock(timeoutMillis: options.writeLockTimeoutMillis) else {
             throw ParseError(.internalError, "database busy", underlying: "writer lock wait timed out")
         }
@@ -104,10 +107,12 @@ public final class Database: Sendable {
         do {
             let result = try body(tx)
             try conn.run("COMMIT")
+            StoreHealth.shared.writeSucceeded()
             tx.runCommitHooks()
             return result
         } catch {
             if !conn.isAutocommit { _ = try? conn.run("ROLLBACK") }
+            if error.message == SQLiteError.diskFullMessage { StoreHealth.shared.diskFull(path: path) }
             throw error
         }
     }

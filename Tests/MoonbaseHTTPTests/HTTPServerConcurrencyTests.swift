@@ -74,6 +74,28 @@ struct HTTPServerConcurrencyTests {
         stopper.join()
     }
 
+    /// Regression: shutdown used to call MHD_stop_daemon as soon as every suspended connection
+    /// had its answer queued, which closed the sockets before the answers were sent (the
+    /// client read "connection closed" about one run in three under load). A large answer
+    /// makes the window wide enough to fail every time without the fix.
+    @Test func shutdownSendsAnswersQueuedByTheLastRunningHandler() throws {
+        let handler = TestHandler()
+        let server = try HTTPServer(
+            config: HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1), handler: handler)
+        try server.start()
+        let a = try RawHTTPClient(port: server.port)
+        let size = 8 << 20
+        a.send(RawHTTPClient.format("GET", "/gate?size=\(size)"))
+        #expect(handler.gate.waitForArrivals(1))
+        let stopper = Background { server.shutdown(graceMillis: 50) }
+        usleep(200_000)  // the grace has expired: shutdown now waits for the running handler
+        handler.gate.release()
+        let ra = try a.readResponse()
+        #expect(ra.status == 200)
+        #expect(ra.body.count == size)
+        stopper.join()
+    }
+
     @Test func fullQueueAnswers503() throws {
         let cfg = HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1, maxQueuedJobs: 1)
         try withServer(cfg) { server, handler in
@@ -159,6 +181,64 @@ struct HTTPAbortTests {
             #expect(try c.request("GET", "/echo").status == 200)
             for _ in 0..<3000 where server.inFlightRequests > 0 { usleep(1_000) }
             #expect(server.inFlightRequests == 0)
+        }
+    }
+}
+
+@Suite("HTTP server: slow senders", .timeLimit(.minutes(1)))
+struct HTTPSlowSenderTests {
+    /// A client that dribbles its head (a byte every 200 ms, so the idle timeout never fires)
+    /// is cut at the header deadline; a normal client on the same server is unaffected.
+    @Test func dribbledHeadIsCutAtTheHeaderDeadline() throws {
+        let cfg = HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 1, idleTimeoutSeconds: 30,
+                                   headerTimeoutSeconds: 1)
+        try withServer(cfg) { server, _ in
+            let slow = try RawHTTPClient(port: server.port, timeoutSeconds: 1)
+            let head = Array("GET /echo HTTP/1.1\r\nHost: x\r\nX-Slow: ".utf8) + [UInt8](repeating: 97, count: 200)
+            let t0 = monotonicMillis()
+            var closedAt: Int?
+            var i = 0
+            while i < head.count && monotonicMillis() - t0 < 15_000 {
+                slow.send([head[i]])
+                i += 1
+                usleep(200_000)
+                if slow.peerClosed() {
+                    closedAt = monotonicMillis() - t0
+                    break
+                }
+            }
+            let cut = try #require(closedAt)
+            #expect(cut >= 900 && cut < 6_000)
+            #expect(server.headerDeadlineCuts >= 1)
+            let normal = try RawHTTPClient(port: server.port)
+            #expect(try normal.request("GET", "/echo").status == 200)
+        }
+    }
+}
+
+@Suite("HTTP server: stuck-worker backstop", .timeLimit(.minutes(1)))
+struct HTTPStuckWorkerTests {
+    /// A handler that never returns by itself: its request is answered 124 after the job
+    /// limit plus the grace, its worker is replaced, and the next requests run at once.
+    @Test func stuckHandlerIsAnsweredAndItsWorkerReplaced() throws {
+        let cfg = HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 1, workers: 1,
+                                   jobLimitMillis: 300, stuckGraceMillis: 200)
+        try withServer(cfg) { server, handler in
+            let stuck = try RawHTTPClient(port: server.port)
+            let t0 = monotonicMillis()
+            let r = try stuck.request("GET", "/gate")
+            #expect(r.status == 400)
+            #expect(r.text.contains("\"code\":124"))
+            #expect(monotonicMillis() - t0 >= 450)
+            let st = server.workerStatus
+            #expect(st.stuck == 1 && st.workers == 1 && st.replaced == 1 && !st.saturated)
+            let c = try RawHTTPClient(port: server.port)
+            let t1 = monotonicMillis()
+            #expect(try c.request("GET", "/echo").status == 200)
+            #expect(monotonicMillis() - t1 < 2_000)
+            handler.gate.release()
+            for _ in 0..<5_000 where server.workerStatus.stuck > 0 { usleep(1_000) }
+            #expect(server.workerStatus.stuck == 0)
         }
     }
 }

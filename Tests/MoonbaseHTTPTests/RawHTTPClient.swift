@@ -66,6 +66,14 @@ final class RawHTTPClient {
 
     func send(_ text: String) { send(Array(text.utf8)) }
 
+    /// True once the server has closed or reset the connection (a non-blocking peek).
+    func peerClosed() -> Bool {
+        var b: UInt8 = 0
+        let n = recv(fd, &b, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if n == 0 { return true }
+        return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK
+    }
+
     /// Sends a request with Content-Length (when a body is given) and reads the response.
     func request(_ method: String, _ target: String, headers: [(String, String)] = [], body: [UInt8]? = nil) throws -> RawResponse {
         send(RawHTTPClient.format(method, target, headers: headers, body: body))

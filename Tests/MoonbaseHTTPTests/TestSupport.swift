@@ -25,7 +25,7 @@ final class Gate: Sendable {
 /// - `/echo`: echoes the body; method, path, query and worker index in `X-*` headers.
 /// - `/fast`: answered inline on the I/O thread.
 /// - `/slow?ms=N`: sleeps N ms on a worker.
-/// - `/gate`: blocks on the gate until the test releases it.
+/// - `/gate`: blocks on the gate until the test releases it (`?size=N`: then answers N bytes).
 /// - `/file?path=P`: streams the file.
 /// - `/upload...`: 4 KiB body limit (others 1 KiB).
 struct TestHandler: HTTPHandler {
@@ -53,6 +53,10 @@ struct TestHandler: HTTPHandler {
             usleep(UInt32(ms * 1000))
         case "/gate":
             gate.pass()
+            if let n = r.queryValue("size").flatMap({ Int($0) }) {
+                return HTTPResponse(status: 200, headers: h + [("Content-Type", "text/plain")],
+                                    body: [UInt8](repeating: UInt8(ascii: "x"), count: n))
+            }
         case "/file":
             do {
                 let f = try HTTPFileBody.open(path: r.queryValue("path") ?? "")

@@ -8,6 +8,7 @@ private final class Tally: @unchecked Sendable {
     // @unchecked: only the atomics and the mutex are shared.
     let ran = Atomic<Int>(0)
     let cancelled = Atomic<Int>(0)
+    let abandoned = Atomic<Int>(0)
     let workers = Mutex<Set<Int>>([])
 
     func waitForRuns(_ n: Int) -> Bool {
@@ -34,6 +35,7 @@ private final class TallyJob: WorkItem, @unchecked Sendable {
         tally.ran.add(1, ordering: .relaxed)
     }
     func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
+    func abandon(shuttingDown: Bool) { tally.abandoned.add(1, ordering: .relaxed) }
 }
 
 @Suite("Worker pool: parking, waking, stopping", .timeLimit(.minutes(1)))
@@ -135,4 +137,85 @@ private final class Thread: @unchecked Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
+}
+
+@Suite("Worker pool: stuck-worker backstop", .timeLimit(.minutes(1)))
+struct WorkerPoolBackstopTests {
+    /// Two workers, both stuck on jobs that never return by themselves: each is abandoned
+    /// after its limit plus the grace, replacements start, and new jobs run again.
+    @Test func stuckWorkersAreReplacedAndCapacityRecovers() throws {
+        let pool = try WorkerPool(workers: 2, maxQueued: 100, jobLimitMillis: 200, graceMillis: 100)
+        let tally = Tally()
+        let gate = Gate()
+        #expect(pool.submit(TallyJob(tally, gate: gate)))
+        #expect(pool.submit(TallyJob(tally, gate: gate)))
+        #expect(gate.waitForArrivals(2))
+        #expect(pool.status().busy == 2)
+        // Saturated once both have been busy longer than the saturation window.
+        var saturated = false
+        for _ in 0..<3_000 where !saturated {
+            saturated = pool.status().saturated && pool.status().stuck == 0
+            if !saturated { usleep(1_000) }
+            if pool.status().stuck > 0 { break }
+        }
+        // Both are abandoned after 300 ms (limit + grace), well within 5 s.
+        for _ in 0..<5_000 where tally.abandoned.load(ordering: .relaxed) < 2 { usleep(1_000) }
+        #expect(tally.abandoned.load(ordering: .relaxed) == 2)
+        let st = pool.status()
+        #expect(st.stuck == 2 && st.workers == 2 && !st.saturated)
+        // The replacements serve new jobs while the stuck ones still block.
+        let fresh = Tally()
+        for _ in 0..<20 { #expect(pool.submit(TallyJob(fresh))) }
+        #expect(fresh.waitForRuns(20))
+        #expect(pool.replaced.load(ordering: .relaxed) == 2)
+        // When the stuck jobs finally return, their threads exit and the pool stays at 2.
+        gate.release()
+        for _ in 0..<5_000 where pool.status().stuck > 0 { usleep(1_000) }
+        #expect(pool.status().stuck == 0 && pool.status().workers == 2)
+        #expect(pool.stop() == 0)
+    }
+
+    /// At most `workers` threads are abandoned at once; past that the pool reports saturation.
+    @Test func replacementsAreCappedAndSaturationIsReported() throws {
+        let pool = try WorkerPool(workers: 1, maxQueued: 100, jobLimitMillis: 100, graceMillis: 50)
+        let tally = Tally()
+        let gate = Gate()
+        #expect(pool.submit(TallyJob(tally, gate: gate)))
+        #expect(gate.waitForArrivals(1))
+        for _ in 0..<5_000 where pool.status().stuck < 1 { usleep(1_000) }
+        #expect(pool.submit(TallyJob(tally, gate: gate)))  // the replacement gets stuck too
+        #expect(gate.waitForArrivals(2))
+        var st = pool.status()
+        for _ in 0..<5_000 where !st.saturated {
+            usleep(1_000)
+            st = pool.status()
+        }
+        #expect(st.saturated && st.stuck == 1 && st.busy == 1)
+        gate.release()
+        #expect(tally.waitForRuns(2))
+        for _ in 0..<5_000 where pool.status().stuck > 0 || pool.status().busy > 0 { usleep(1_000) }
+        #expect(!pool.status().saturated)
+        pool.stop()
+    }
+
+    /// Shutdown does not wait past its deadline for a job that never returns.
+    @Test func stopAbandonsJobsStillRunningAtItsDeadline() throws {
+        let pool = try WorkerPool(workers: 2, maxQueued: 100)
+        let tally = Tally()
+        let gate = Gate()
+        #expect(pool.submit(TallyJob(tally, gate: gate)))
+        #expect(gate.waitForArrivals(1))
+        let t0 = monotonicMillis()
+        let left = pool.stop(deadlineNanos: monotonicNanosForTest() + 300_000_000)
+        #expect(left == 1)
+        #expect(monotonicMillis() - t0 < 3_000)
+        #expect(tally.abandoned.load(ordering: .relaxed) == 1)
+        gate.release()
+    }
+}
+
+private func monotonicNanosForTest() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }

@@ -43,7 +43,7 @@ enum CloudEndpoints {
             }),
             // Any method: the Parse SDKs check health with POST, as Parse Server answers it.
             ("*", "/parse/health", Endpoint("health", access: .open, inline: true, charged: false) { _ throws(ParseError) in
-                .json(200, Array(#"{"status":"ok"}"#.utf8))
+                healthAnswer()
             }),
             ("GET", "/metrics", Endpoint("metrics", access: .open, inline: true, charged: false) { req throws(ParseError) in
                 if s.config.metricsRequireMaster {
@@ -99,4 +99,17 @@ enum CloudEndpoints {
             }
         }
     }
+}
+
+/// `/parse/health`: 200 `{"status":"ok"}` while requests can be served; otherwise 503 with the
+/// first problem's status (`saturated`: every worker busy on a long or stuck job; `read-only`:
+/// the store cannot write) and its counts, plus every problem in `problems`. Load balancers
+/// take a node out on a non-2xx health check, which is what a node in this state needs.
+func healthAnswer() -> HTTPResponse {
+    let problems = HealthBoard.shared.problems()
+    guard let first = problems.first else { return .json(200, Array(#"{"status":"ok"}"#.utf8)) }
+    var out = "{\"status\":" + Log.jsonQuote(first.status)
+    for (k, v) in first.fields { out += "," + Log.jsonQuote(k) + ":" + v }
+    out += ",\"problems\":[" + problems.map { Log.jsonQuote($0.status) }.joined(separator: ",") + "]}"
+    return .json(503, Array(out.utf8))
 }

@@ -11,6 +11,9 @@ final class BackgroundJob: WorkItem {
 
     func run(workerIndex: Int) { work() }
     func cancel() { onCancel?() }
+    /// A background job stuck past its limit has no client waiting for an answer: the pool
+    /// replaces its worker and the job's own end, if it ever comes, changes nothing else.
+    func abandon(shuttingDown: Bool) {}
 }
 
 extension HTTPServer {

@@ -4,15 +4,21 @@ import CMicroHTTPD
 // the `ServerCore` travels as the unretained `cls` pointer, valid while the daemon runs.
 
 /// Connection opened/closed: owns the `ConnectionContext` (retained in `socket_context`).
-let mhdConnectionNotify: MHD_NotifyConnectionCallback = { cls, _, socketContext, toe in
-    guard let socketContext else { return }
-    if let cls {
-        Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().openConnections
-            .add(toe == .CONNECTION_NOTIFY_STARTED ? 1 : -1, ordering: .relaxed)
-    }
+let mhdConnectionNotify: MHD_NotifyConnectionCallback = { cls, conn, socketContext, toe in
+    guard let cls, let socketContext else { return }
+    let core = Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue()
+    core.openConnections.add(toe == .CONNECTION_NOTIFY_STARTED ? 1 : -1, ordering: .relaxed)
     if toe == .CONNECTION_NOTIFY_STARTED {
-        socketContext.pointee = Unmanaged.passRetained(ConnectionContext()).toOpaque()
+        let ctx = ConnectionContext(fd: conn.map { Int32(mb_mhd_connection_fd($0)) } ?? -1)
+        if core.upgrader != nil, let conn { core.plainOpened(ctx, conn) }
+        core.deadlines.opened(ctx)
+        socketContext.pointee = Unmanaged.passRetained(ctx).toOpaque()
     } else if let raw = socketContext.pointee {
+        // Unregistered before libmicrohttpd closes the socket, so the sweeper never shuts
+        // down a descriptor number that a newer connection reuses.
+        let ctx = Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue()
+        core.plainClosed(ctx)
+        core.deadlines.closed(ctx)
         Unmanaged<ConnectionContext>.fromOpaque(raw).release()
         socketContext.pointee = nil
     }
@@ -21,10 +27,14 @@ let mhdConnectionNotify: MHD_NotifyConnectionCallback = { cls, _, socketContext,
 /// Request line parsed: remember the raw target on the connection (libmicrohttpd only hands
 /// the access handler its own decoding of the path). Returns NULL so the first access-handler
 /// call still sees an empty `con_cls`; nothing is allocated here that a request which never
-/// reaches the handler (bad headers, timeout) could leak.
-let mhdURILog: mb_uri_log_callback = { _, uri, conn in
-    guard let uri, let conn, let raw = mb_mhd_socket_context(conn) else { return nil }
-    Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue().rawTarget = String(cString: uri)
+/// reaches the handler (bad headers, timeout) could leak. Then hides the query from
+/// libmicrohttpd's own argument parser (`mb_mhd_hide_query`: ours reads the raw copy).
+let mhdURILog: mb_uri_log_callback = { cls, uri, conn in
+    guard let cls, let uri, let conn, let raw = mb_mhd_socket_context(conn) else { return nil }
+    let ctx = Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue()
+    ctx.rawTarget = String(cString: uri)
+    Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().deadlines.requestLine(ctx)
+    mb_mhd_hide_query(uri)
     return nil
 }
 

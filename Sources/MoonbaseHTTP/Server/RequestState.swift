@@ -1,15 +1,30 @@
 import CMicroHTTPD
+import Synchronization
 
 /// Per-connection state, created in the connect notification and freed on close.
 ///
-/// Only its connection's I/O thread touches it (libmicrohttpd processes one connection on
-/// one thread), so it needs no lock.
-final class ConnectionContext {
+/// Thread-safety (`@unchecked Sendable`): `rawTarget`, `remoteAddress` and `awaitingLine` are
+/// touched only by the connection's I/O thread (libmicrohttpd processes one connection on one
+/// thread). The header-deadline sweeper reads `fd` (immutable) and `deadline` (atomic).
+final class ConnectionContext: @unchecked Sendable {
     /// The raw request target of the request being read ("/a%20b?x=1"), from the URI log
     /// callback; requests on one connection are processed one after another.
     var rawTarget = ""
     /// The client's address, formatted once per connection.
     var remoteAddress: String?
+    /// The socket (the sweeper shuts it down when `deadline` passes).
+    let fd: Int32
+    /// Monotonic nanoseconds by which the current request's head must be complete; 0 while a
+    /// request is being read past its head, handled, or answered (see `HeaderDeadlines`).
+    let deadline = Atomic<UInt64>(0)
+    /// True between a completed request and the next request line on a kept-alive connection.
+    var awaitingLine = false
+
+    /// The client address this connection is counted under as a plain HTTP connection, while
+    /// it is one (nil when not counted: no upgrade handler, or the connection switched protocols).
+    var countedAddress: String?
+
+    init(fd: Int32) { self.fd = fd }
 }
 
 /// Where a request is in its life on the server.
@@ -44,6 +59,9 @@ final class RequestState: WorkItem, @unchecked Sendable {
     var response: HTTPResponse?
     /// True while counted in `ServerCore.suspendedCount`.
     var countedSuspended = false
+    /// The status of the answer queued (0 before): a 101 (protocol upgrade) hands the socket
+    /// over, so the header deadline no longer applies to it.
+    var answeredStatus = 0
     /// Switched protocols: no longer counted in `ServerCore.inFlight`.
     var upgraded = false
 
@@ -54,15 +72,37 @@ final class RequestState: WorkItem, @unchecked Sendable {
         self.bodyLimit = bodyLimit
     }
 
-    /// Runs the handler on a worker, then resumes the connection.
+    /// Set by whoever answers the job (its worker, `cancel` or `abandon`): exactly one of
+    /// them writes `response` and resumes the connection.
+    private let claimed = Atomic<Bool>(false)
+
+    private func claim() -> Bool { !claimed.exchange(true, ordering: .acquiringAndReleasing) }
+
+    /// Runs the handler on a worker, then resumes the connection (unless the job was
+    /// abandoned meanwhile: then the connection may be gone and the result is dropped).
     func run(workerIndex: Int) {
-        response = core.handler.handle(request)
-        MHD_resume_connection(connection)
+        let r = core.handler.handle(request)
+        if claim() {
+            response = r
+            MHD_resume_connection(connection)
+        }
     }
 
     /// The pool stopped before a worker took this job: answer 503 and resume.
     func cancel() {
+        guard claim() else { return }
         response = HTTPResponse.parseError(status: 503, code: 1, message: "server is shutting down")
+        MHD_resume_connection(connection)
+    }
+
+    /// The job's worker did not return in time (or was still running when shutdown's grace
+    /// ran out): answer now; the worker's late result, if any, is dropped.
+    func abandon(shuttingDown: Bool) {
+        guard claim() else { return }
+        response = shuttingDown
+            ? HTTPResponse.parseError(status: 503, code: 1, message: "server is shutting down")
+            : HTTPResponse.parseError(status: 400, code: 124,
+                                      message: "request timed out: its worker did not return within the time limit and was replaced")
         MHD_resume_connection(connection)
     }
 }

@@ -1,3 +1,4 @@
+import CHTTPGuard
 import CMicroHTTPD
 import MoonbaseCore
 import Synchronization
@@ -19,23 +20,32 @@ final class ServerCore: Sendable {
     let inFlight = Atomic<Int>(0)
     /// Connections suspended for a worker and not yet seen again after their resume.
     let suspendedCount = Atomic<Int>(0)
+    /// Requests whose answer is queued and not yet completed (being sent).
+    let sending = Atomic<Int>(0)
     /// Set when shutdown begins: responses then carry `Connection: close`.
     let closing = Atomic<Bool>(false)
     /// Takes over `Upgrade:` requests (WebSocket); nil → upgrades are ordinary requests.
     let upgrader: (any HTTPUpgradeHandler)?
     /// Connections libmicrohttpd holds, upgraded ones included.
     let openConnections = Atomic<Int>(0)
+    /// Plain (not upgraded) connections per client address, kept when an upgrade handler is set.
+    let plainByAddress = Mutex<[String: Int]>([:])
     /// Upgraded connections not yet handed back.
     let upgradedOpen = Atomic<Int>(0)
     /// Streaming responses still open (ended at shutdown).
     let streams = StreamRegistry()
+    /// The header-completion deadline of every open connection.
+    let deadlines: HeaderDeadlines
 
     init(config: HTTPServerConfig, handler: any HTTPHandler, upgrader: (any HTTPUpgradeHandler)? = nil) throws(HTTPServerError) {
         self.config = config
         self.handler = handler
+        deadlines = HeaderDeadlines(headerTimeoutSeconds: config.headerTimeoutSeconds,
+                                    idleTimeoutSeconds: config.idleTimeoutSeconds)
         self.upgrader = upgrader
         pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
-                              spinMicros: config.workerSpinMicros)
+                              spinMicros: config.workerSpinMicros, jobLimitMillis: config.jobLimitMillis,
+                              graceMillis: config.stuckGraceMillis)
     }
 
     // MARK: First access-handler call: headers are in.
@@ -45,6 +55,7 @@ final class ServerCore: Sendable {
     func begin(_ conn: OpaquePointer, method: String, conCls: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
         let ctx = connectionContext(conn)
         let target = ctx?.rawTarget ?? "/"
+        if let ctx { deadlines.headComplete(ctx) }
         var collector = HeaderCollector()
         withUnsafeMutablePointer(to: &collector) { p in
             _ = MHD_get_connection_values_n(conn, .HEADER_KIND, collectHeader, p)
@@ -146,6 +157,9 @@ final class ServerCore: Sendable {
 
     /// libmicrohttpd is done with the request (sent, failed or aborted).
     func completed(_ state: RequestState) {
+        if state.phase == .answered { sending.subtract(1, ordering: .relaxed) }
+        // An upgraded connection (101) is no longer HTTP: no header deadline for it.
+        if state.answeredStatus != 101, let ctx = connectionContext(state.connection) { deadlines.requestDone(ctx) }
         leaveSuspended(state)
         if !state.upgraded { inFlight.subtract(1, ordering: .relaxed) }
     }
@@ -165,7 +179,9 @@ final class ServerCore: Sendable {
 
     /// Turns `response` into an MHD response and queues it.
     func answer(_ state: RequestState, _ response: HTTPResponse, close: Bool) -> MHD_Result {
+        if state.phase != .answered { sending.add(1, ordering: .relaxed) }
         state.phase = .answered
+        state.answeredStatus = response.status
         let r: OpaquePointer?
         if let stream = response.stream {
             r = streamResponse(stream, state.connection)
@@ -190,14 +206,14 @@ final class ServerCore: Sendable {
         if close || closing.load(ordering: .relaxed) {
             _ = MHD_add_response_header(r, "Connection", "close")
         }
-        let rc = MHD_queue_response(state.connection, UInt32(clamping: response.status), r)
+        let rc = mb_queue_app_response(state.connection, UInt32(clamping: response.status), r)
         MHD_destroy_response(r)
         return rc
     }
 
     // MARK: Helpers
 
-    private func connectionContext(_ conn: OpaquePointer) -> ConnectionContext? {
+    func connectionContext(_ conn: OpaquePointer) -> ConnectionContext? {
         guard let raw = mb_mhd_socket_context(conn) else { return nil }
         return Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue()
     }

@@ -86,6 +86,7 @@ extension ServerCore {
     /// as in flight (a held WebSocket must not delay an HTTP shutdown's drain).
     func didUpgrade(_ state: RequestState, fd: Int32, extra: [UInt8], urh: OpaquePointer) {
         state.upgraded = true
+        if let ctx = connectionContext(state.connection) { plainClosed(ctx) }
         inFlight.subtract(1, ordering: .relaxed)
         upgradedOpen.add(1, ordering: .relaxed)
         let socket = UpgradedSocket(fd: fd, extra: extra, remoteAddress: state.request.remoteAddress, urh: urh,
@@ -99,9 +100,36 @@ extension ServerCore {
 
     /// libmicrohttpd's accept policy: plain HTTP connections stay under `maxConnections`;
     /// upgraded ones have their own cap (kept by the upgrade handler) on top.
-    func acceptsConnection() -> Bool {
+    ///
+    /// libmicrohttpd's own per-address cap would count upgraded sockets too (a client holding
+    /// its WebSockets could not make a plain request), so with an upgrade handler the per-address
+    /// cap on plain connections is kept here, from the addresses counted when connections open.
+    func acceptsConnection(from address: String) -> Bool {
         let plain = openConnections.load(ordering: .relaxed) - upgradedOpen.load(ordering: .relaxed)
-        return plain < config.maxConnections
+        guard plain < config.maxConnections else { return false }
+        let cap = config.effectivePerIPLimit
+        guard cap > 0, !address.isEmpty else { return true }
+        return plainByAddress.withLock { ($0[address] ?? 0) < cap }
+    }
+
+    /// A plain connection opened: counted under its client address.
+    func plainOpened(_ ctx: ConnectionContext, _ conn: OpaquePointer) {
+        var buf = [CChar](repeating: 0, count: 64)
+        let n = buf.withUnsafeMutableBufferPointer { mb_mhd_client_ip(conn, $0.baseAddress, 64) }
+        guard n > 0 else { return }
+        let address = String(cString: buf)
+        ctx.countedAddress = address
+        plainByAddress.withLock { $0[address, default: 0] += 1 }
+    }
+
+    /// A connection closed or switched protocols: no longer a plain one of its address.
+    func plainClosed(_ ctx: ConnectionContext) {
+        guard let address = ctx.countedAddress else { return }
+        ctx.countedAddress = nil
+        plainByAddress.withLock { m in
+            let left = (m[address] ?? 1) - 1
+            m[address] = left > 0 ? left : nil
+        }
     }
 }
 
@@ -124,7 +152,10 @@ let mhdUpgraded: MHD_UpgradeHandler = { cls, _, conCls, extraIn, extraSize, sock
 }
 
 /// libmicrohttpd's accept policy callback (`cls` is the `ServerCore`).
-let mhdAcceptPolicy: MHD_AcceptPolicyCallback = { cls, _, _ in
+let mhdAcceptPolicy: MHD_AcceptPolicyCallback = { cls, addr, _ in
     guard let cls else { return .YES }
-    return Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().acceptsConnection() ? .YES : .NO
+    var buf = [CChar](repeating: 0, count: 64)
+    let n = buf.withUnsafeMutableBufferPointer { mb_sockaddr_ip(addr, $0.baseAddress, 64) }
+    let address = n > 0 ? String(cString: buf) : ""
+    return Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().acceptsConnection(from: address) ? .YES : .NO
 }

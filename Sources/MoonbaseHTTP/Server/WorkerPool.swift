@@ -1,17 +1,35 @@
 import CMicroHTTPD
+import MoonbaseCore
 import Synchronization
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A unit of work for the pool: `run` on a worker, or `cancel` if the pool stops first.
+/// A unit of work for the pool: `run` on a worker, `cancel` if the pool stops first, or
+/// `abandon` if its worker does not return in time (then `run`'s late result is dropped).
 protocol WorkItem: AnyObject {
     func run(workerIndex: Int)
     func cancel()
+    func abandon(shuttingDown: Bool)
 }
 
-/// N long-lived pthreads pulling jobs from one mutex-guarded FIFO.
+/// What the pool reports to `/parse/health` and `/metrics`.
+struct PoolStatus: Sendable {
+    /// Live workers (not counting abandoned ones).
+    var workers: Int
+    /// Live workers running a job.
+    var busy: Int
+    /// Abandoned threads still running their stuck job.
+    var stuck: Int
+    var queued: Int
+    /// Every live worker has been on its current job for longer than the saturation window:
+    /// no new request can start.
+    var saturated: Bool
+}
+
+/// N long-lived pthreads pulling jobs from one mutex-guarded FIFO, with a backstop for
+/// workers that never return.
 ///
 /// Our own threads, not libdispatch: they unblock `SIGURG` (the Lua watchdog interrupts
 /// workers with it) and live for the whole run, so `ThreadLocal` resources (a Lua VM, a SQLite
@@ -25,13 +43,20 @@ protocol WorkItem: AnyObject {
 /// `spinNanos` before sleeping in the kernel (waking a spinning worker costs one atomic
 /// exchange). Jobs still start on any free worker, so a long job holds one worker only.
 ///
-/// Thread-safety (`@unchecked Sendable`): `queue`, `stopping`, `idle` and `wakePending` are
-/// only touched with `mutex` held; each parking word is written by its worker (arming, under
-/// `mutex`) and by the waker through C atomics; `threads` is written before any worker can
-/// observe the pool and read only by `stop()` (called once, serialised by `stopOnce`).
+/// Backstop: each job gets a deadline (`jobLimitNanos` from its start, raised by
+/// `JobWatch.noteLimit` for calls with a longer limit). A monitor thread checks a few times a
+/// second; a worker past its deadline plus `graceNanos` is stuck: its request is answered
+/// (124 timeout), the thread is abandoned (it exits if it ever returns) and a replacement
+/// starts, so capacity recovers. At most `count` threads may be abandoned at once; past that
+/// no replacement starts and the pool reports itself saturated.
+///
+/// Thread-safety (`@unchecked Sendable`): `queue`, `stopping`, `idle`, `wakePending`,
+/// `running`, `abandoned`, `freeIndices`, `live`, `stuckCount` and `threads` are only touched
+/// with `mutex` held; each parking word is written by its worker (arming, under `mutex`) and by
+/// the waker through C atomics; job slots are atomics.
 final class WorkerPool: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    /// One parking word per worker, each on its own cache line (16 words apart).
+    /// One parking word per worker index, each on its own cache line (16 words apart).
     private let words: UnsafeMutablePointer<UInt32>
     private static let wordStride = 16
     private var queue = JobQueue()
@@ -40,11 +65,28 @@ final class WorkerPool: @unchecked Sendable {
     private var idle: [Int] = []
     /// Workers taken off `idle` and woken that have not yet taken the lock again.
     private var wakePending = 0
-    private var threads: [pthread_t] = []
+    /// Thread handle per index (nil = index free).
+    private var threads: [pthread_t?]
+    /// The job each index is running.
+    private var running: [(any WorkItem)?]
+    /// Indices whose thread was abandoned and still runs its stuck job.
+    private var abandoned: [Bool]
+    private var freeIndices: [Int] = []
+    private var live = 0
+    private var stuckCount = 0
+    private let slots: [JobSlot]
     private let stopOnce = Atomic<Bool>(false)
+    private let monitorRunning = Atomic<Bool>(false)
+    private var monitor: pthread_t?
     let maxQueued: Int
     let count: Int
     let spinNanos: UInt64
+    let jobLimitNanos: UInt64
+    let graceNanos: UInt64
+    /// Workers replaced since start (diagnostics, metrics).
+    let replaced = Atomic<Int>(0)
+    /// A worker busy this long on one job counts toward saturation.
+    static let saturationNanos: UInt64 = 1_000_000_000
 
     /// The worker index of the calling thread (nil off the pool). Shared by every pool: a
     /// thread belongs to at most one.
@@ -59,33 +101,58 @@ final class WorkerPool: @unchecked Sendable {
         return k
     }()
 
-    init(workers: Int, maxQueued: Int, spinMicros: Int = 0) throws(HTTPServerError) {
+    /// - Parameters:
+    ///   - jobLimitMillis: a job's default time limit (0 = no backstop).
+    ///   - graceMillis: how long past its limit a worker may run before it is replaced.
+    init(workers: Int, maxQueued: Int, spinMicros: Int = 0, jobLimitMillis: Int = 0,
+         graceMillis: Int = 5_000) throws(HTTPServerError) {
         count = max(1, workers)
         self.maxQueued = max(1, maxQueued)
         spinNanos = UInt64(max(0, spinMicros)) * 1000
+        jobLimitNanos = UInt64(max(0, jobLimitMillis)) * 1_000_000
+        graceNanos = UInt64(max(0, graceMillis)) * 1_000_000
+        let capacity = 2 * count
         mutex = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
-        words = .allocate(capacity: count * WorkerPool.wordStride)
-        words.initialize(repeating: 0, count: count * WorkerPool.wordStride)
-        idle.reserveCapacity(count)
+        words = .allocate(capacity: capacity * WorkerPool.wordStride)
+        words.initialize(repeating: 0, count: capacity * WorkerPool.wordStride)
+        threads = Array(repeating: nil, count: capacity)
+        running = Array(repeating: nil, count: capacity)
+        abandoned = Array(repeating: false, count: capacity)
+        slots = (0..<capacity).map { _ in JobSlot() }
+        freeIndices = Array((count..<capacity).reversed())
+        idle.reserveCapacity(capacity)
         _ = WorkerPool.indexKey
+        pthread_mutex_lock(mutex)
         for i in 0..<count {
-            let ctx = Unmanaged.passRetained(WorkerContext(pool: self, index: i)).toOpaque()
-            var tid = pthread_t()
-            let rc = pthread_create(&tid, nil, workerMain, ctx)
-            if rc != 0 {
-                Unmanaged<WorkerContext>.fromOpaque(ctx).release()
+            if let err = spawn(index: i) {
+                pthread_mutex_unlock(mutex)
                 stop()
-                throw HTTPServerError("cannot start worker thread (error \(rc))")
+                throw HTTPServerError("cannot start worker thread (error \(err))")
             }
-            threads.append(tid)
         }
+        pthread_mutex_unlock(mutex)
+        if jobLimitNanos > 0 { startMonitor() }
     }
 
     deinit {
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
         words.deallocate()
+    }
+
+    /// Starts a worker thread on `index` (mutex held). Returns the error code on failure.
+    private func spawn(index: Int) -> Int32? {
+        let ctx = Unmanaged.passRetained(WorkerContext(pool: self, index: index)).toOpaque()
+        var tid = pthread_t()
+        let rc = pthread_create(&tid, nil, workerMain, ctx)
+        if rc != 0 {
+            Unmanaged<WorkerContext>.fromOpaque(ctx).release()
+            return rc
+        }
+        threads[index] = tid
+        live += 1
+        return nil
     }
 
     @inline(__always)
@@ -116,10 +183,30 @@ final class WorkerPool: @unchecked Sendable {
         return queue.count
     }
 
-    /// Stops accepting jobs, cancels those still queued, lets running jobs finish and joins
-    /// every worker. Safe to call more than once.
-    func stop() {
-        guard !stopOnce.exchange(true, ordering: .acquiringAndReleasing) else { return }
+    /// Counts for health and metrics.
+    func status() -> PoolStatus {
+        let now = monotonicNanos()
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        var busy = 0
+        var longBusy = 0
+        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && running[i] != nil {
+            busy += 1
+            let t = slots[i].startedAt.load(ordering: .relaxed)
+            if t != 0 && now > t + WorkerPool.saturationNanos { longBusy += 1 }
+        }
+        return PoolStatus(workers: live, busy: busy, stuck: stuckCount, queued: queue.count,
+                          saturated: live == 0 || longBusy == live)
+    }
+
+    /// Stops accepting jobs, cancels those still queued and waits for running jobs until
+    /// `deadlineNanos` (monotonic) or their own time limit, whichever is later; jobs still
+    /// running then are abandoned (answered 503, their threads detached). Returns the number of threads left running (stuck or abandoned).
+    /// Safe to call more than once.
+    @discardableResult
+    func stop(deadlineNanos: UInt64 = .max) -> Int {
+        guard !stopOnce.exchange(true, ordering: .acquiringAndReleasing) else { return 0 }
+        stopMonitor()
         pthread_mutex_lock(mutex)
         stopping = true
         var cancelled: [any WorkItem] = []
@@ -130,20 +217,71 @@ final class WorkerPool: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
         for w in parked { mb_parker_wake(word(w)) }
         for j in cancelled { j.cancel() }
-        for t in threads { pthread_join(t, nil) }
-        threads.removeAll()
+        // Wait for running jobs until the deadline, or until their own time limit if that is
+        // later (a handler within its limit is let finish; one past both is abandoned).
+        while true {
+            let now = monotonicNanos()
+            pthread_mutex_lock(mutex)
+            let waiting = (0..<threads.count).contains { i in
+                guard threads[i] != nil, !abandoned[i], running[i] != nil else { return false }
+                let own = slots[i].deadline.load(ordering: .relaxed)
+                return now < max(deadlineNanos, own == .max ? deadlineNanos : own)
+            }
+            pthread_mutex_unlock(mutex)
+            if !waiting { break }
+            usleep(2_000)
+        }
+        pthread_mutex_lock(mutex)
+        var late: [any WorkItem] = []
+        var toJoin: [pthread_t] = []
+        for i in 0..<threads.count {
+            guard let t = threads[i] else { continue }
+            if abandoned[i] { continue }
+            if let j = running[i] {
+                abandoned[i] = true
+                stuckCount += 1
+                late.append(j)
+                pthread_detach(t)
+            } else {
+                toJoin.append(t)
+            }
+        }
+        let left = stuckCount
+        pthread_mutex_unlock(mutex)
+        for j in late { j.abandon(shuttingDown: true) }
+        for t in toJoin { pthread_join(t, nil) }
+        return left
     }
 
     fileprivate func loop(index: Int) {
         _ = mb_unblock_signal(SIGURG)
         pthread_setspecific(WorkerPool.indexKey, UnsafeRawPointer(bitPattern: index + 1))
+        let slot = slots[index]
+        JobWatch.bind(slot)
         let w = word(index)
         pthread_mutex_lock(mutex)
         while true {
             if let job = queue.pop() {
+                running[index] = job
+                let now = monotonicNanos()
+                slot.startedAt.store(now, ordering: .relaxed)
+                slot.deadline.store(jobLimitNanos > 0 ? now + jobLimitNanos : .max, ordering: .relaxed)
                 pthread_mutex_unlock(mutex)
                 job.run(workerIndex: index)
                 pthread_mutex_lock(mutex)
+                running[index] = nil
+                slot.deadline.store(0, ordering: .relaxed)
+                slot.startedAt.store(0, ordering: .relaxed)
+                if abandoned[index] {
+                    // Replaced while stuck: give the index back and leave.
+                    abandoned[index] = false
+                    threads[index] = nil
+                    stuckCount -= 1
+                    freeIndices.append(index)
+                    pthread_mutex_unlock(mutex)
+                    Log.warn("worker \(index): a job abandoned as stuck finally returned; its thread exits")
+                    return
+                }
                 continue
             }
             if stopping {
@@ -159,6 +297,80 @@ final class WorkerPool: @unchecked Sendable {
             wakePending -= 1
         }
     }
+
+    // MARK: Backstop
+
+    private func startMonitor() {
+        monitorRunning.store(true, ordering: .releasing)
+        let ctx = Unmanaged.passRetained(WorkerContext(pool: self, index: -1)).toOpaque()
+        var tid = pthread_t()
+        if pthread_create(&tid, nil, monitorMain, ctx) == 0 {
+            monitor = tid
+        } else {
+            Unmanaged<WorkerContext>.fromOpaque(ctx).release()
+            monitorRunning.store(false, ordering: .releasing)
+            Log.warn("worker pool: cannot start the stuck-worker monitor")
+        }
+    }
+
+    private func stopMonitor() {
+        guard monitorRunning.exchange(false, ordering: .acquiringAndReleasing), let m = monitor else { return }
+        pthread_join(m, nil)
+        monitor = nil
+    }
+
+    fileprivate func monitorLoop() {
+        while monitorRunning.load(ordering: .acquiring) {
+            usleep(100_000)
+            checkStuck()
+        }
+    }
+
+    /// Abandons and replaces every worker past its deadline plus the grace.
+    func checkStuck() {
+        let now = monotonicNanos()
+        var late: [(Int, any WorkItem, UInt64)] = []
+        var capped = false
+        pthread_mutex_lock(mutex)
+        if !stopping {
+            for i in 0..<threads.count where threads[i] != nil && !abandoned[i] {
+                guard let job = running[i] else { continue }
+                let d = slots[i].deadline.load(ordering: .relaxed)
+                guard d != 0, d != .max, now > d &+ graceNanos else { continue }
+                guard stuckCount < count, let fresh = freeIndices.popLast() else {
+                    capped = true
+                    continue
+                }
+                abandoned[i] = true
+                stuckCount += 1
+                live -= 1
+                if let t = threads[i] { pthread_detach(t) }
+                if spawn(index: fresh) != nil { freeIndices.append(fresh) }
+                late.append((i, job, (now - slots[i].startedAt.load(ordering: .relaxed)) / 1_000_000))
+            }
+        }
+        let stuck = stuckCount
+        pthread_mutex_unlock(mutex)
+        for (i, job, ms) in late {
+            replaced.add(1, ordering: .relaxed)
+            Log.warn("worker \(i) stuck: its job ran \(ms) ms, past its limit plus \(graceNanos / 1_000_000) ms grace; request answered 124, thread abandoned and replaced (\(stuck) stuck)")
+            job.abandon(shuttingDown: false)
+        }
+        if capped { capWarning.logOnce(stuck) } else if stuck < count { capWarning.reset() }
+    }
+
+    private let capWarning = OnceFlag()
+}
+
+/// Logs the "no more replacements" warning once per episode.
+private final class OnceFlag: Sendable {
+    private let done = Atomic<Bool>(false)
+    func logOnce(_ stuck: Int) {
+        if !done.exchange(true, ordering: .relaxed) {
+            Log.warn("worker pool: \(stuck) stuck workers already abandoned, the cap; no further replacement until one returns")
+        }
+    }
+    func reset() { done.store(false, ordering: .relaxed) }
 }
 
 /// Carries the pool and index into `pthread_create` (retained once, released by the thread).
@@ -174,6 +386,12 @@ private final class WorkerContext {
 private let workerMain: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? = { raw in
     let ctx = Unmanaged<WorkerContext>.fromOpaque(raw!).takeRetainedValue()
     ctx.pool.loop(index: ctx.index)
+    return nil
+}
+
+private let monitorMain: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? = { raw in
+    let ctx = Unmanaged<WorkerContext>.fromOpaque(raw!).takeRetainedValue()
+    ctx.pool.monitorLoop()
     return nil
 }
 

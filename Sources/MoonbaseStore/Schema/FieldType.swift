@@ -53,7 +53,7 @@ public enum Naming {
     /// `^[A-Za-z][A-Za-z0-9_]*$`, no `__`, at most 64 characters; a leading `_` only for system classes.
     public static func isValidClassName(_ name: String) -> Bool {
         if systemClasses.contains(name) { return true }
-        return isIdentifier(name, maxLength: 64) && !name.contains("__")
+        return isIdentifier(name, maxLength: 64) && !name.contains("__") && !isReservedTableName(name)
     }
 
     /// `^[A-Za-z][A-Za-z0-9_]*$`, at most 64 characters.

@@ -4,6 +4,24 @@ import MoonbaseCore
 /// field and index names (the callers check them first) and double-quoted; no request value is
 /// ever spliced into this text.
 extension Naming {
+    /// Names a class may not take because the store or SQLite owns the table: SQLite reserves
+    /// every name starting with `sqlite_` in any letter case (`sqlite_master`,
+    /// `sqlite_sequence`, `sqlite_stat1`; creating one fails inside SQLite), and the store's
+    /// own tables start with `_mb_` (already refused: class names start with a letter unless
+    /// they are system classes). Side tables (`Post__geo__f`, `Post__idx__n`) contain `__`,
+    /// which class names may not.
+    static func isReservedTableName(_ name: String) -> Bool {
+        let u = name.utf8
+        guard u.count >= 7 else { return false }
+        var i = u.startIndex
+        for c in "sqlite_".utf8 {
+            let b = u[i]
+            if (b >= 65 && b <= 90 ? b + 32 : b) != c { return false }
+            i = u.index(after: i)
+        }
+        return true
+    }
+
     /// `"Post__idx__<name>"`: a declared B-tree index.
     public static func indexName(_ className: String, _ name: String) -> String { "\"\(className)__idx__\(name)\"" }
 
