@@ -61,13 +61,10 @@ public struct HostConfig: Sendable {
 
     public init() {}
 
-    public static var cores: Int {
-        let n = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-        return n > 0 ? n : 2
-    }
+    public static var cores: Int { Processors.online }
 
     /// Reads the `MOONBASE_*` environment variables over the defaults: the one place the server
-    /// reads its environment (each variable is listed in the README and checked by an e2e test).
+    /// reads its environment (each variable is listed in docs/operations.md and checked by an e2e test).
     public static func fromEnvironment() throws(UsageError) -> HostConfig {
         var c = HostConfig()
         func env(_ name: String) -> String? {

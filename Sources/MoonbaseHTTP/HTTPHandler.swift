@@ -1,3 +1,4 @@
+import MoonbaseCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -99,10 +100,7 @@ public struct HTTPServerConfig: Sendable {
     }
 
     /// Online CPUs (at least 1).
-    public static var cores: Int {
-        let n = sysconf(Int32(_SC_NPROCESSORS_ONLN))
-        return n > 0 ? n : 1
-    }
+    public static var cores: Int { Processors.online }
 
     /// libmicrohttpd's per-connection memory pool: it must hold the largest header block we
     /// accept with room to spare, or libmicrohttpd answers 431 itself (HTML body) before our

@@ -37,14 +37,14 @@ public struct HTTPResponse: Sendable {
     }
 
     /// A Parse error answer with body `{"code":N,"error":"msg"}`.
-    public static func parseError(status: Int, code: Int, message: String,
+    public static func parseError(status: Int, code: ParseErrorCode, message: String,
                                   headers: [(String, String)] = []) -> HTTPResponse {
-        json(status, Array("{\"code\":\(code),\"error\":\(Log.jsonQuote(message))}".utf8), headers: headers)
+        json(status, Array("{\"code\":\(code.rawValue),\"error\":\(Log.jsonQuote(message))}".utf8), headers: headers)
     }
 
     /// The answer for a `ParseError`: its HTTP status (DESIGN §10 map or override) and headers.
     public static func error(_ e: ParseError) -> HTTPResponse {
-        parseError(status: e.httpStatus, code: e.code.rawValue, message: e.message, headers: e.headers)
+        parseError(status: e.httpStatus, code: e.code, message: e.message, headers: e.headers)
     }
 
     /// A plain-text answer (`/metrics`, diagnostics).

@@ -85,3 +85,10 @@ func printErr(_ s: String) {
     var line = s + "\n"
     line.withUTF8 { _ = write(2, $0.baseAddress, $0.count) }
 }
+
+extension String {
+    /// The text left-aligned in a column of width `n` (plus one space), for the CLI's tables.
+    func padded(_ n: Int) -> String {
+        count >= n ? self + " " : self + String(repeating: " ", count: n - count)
+    }
+}

@@ -58,33 +58,33 @@ public final class LiveQueryServer: HTTPUpgradeHandler, WebSocketDelegate, @unch
     public func upgradeDecision(_ request: HTTPRequest) -> HTTPUpgradeDecision? {
         guard let up = request.header("upgrade"), up.lowercased().contains("websocket") else { return nil }
         guard request.path == "/parse" || request.path == "/parse/" else {
-            return .refuse(.parseError(status: 404, code: 101, message: "WebSocket connections are served on /parse"))
+            return .refuse(.parseError(status: 404, code: .objectNotFound, message: "WebSocket connections are served on /parse"))
         }
         guard request.method == "GET" else {
-            return .refuse(.parseError(status: 400, code: 107, message: "a WebSocket upgrade must be a GET"))
+            return .refuse(.parseError(status: 400, code: .invalidJSON, message: "a WebSocket upgrade must be a GET"))
         }
         guard let conn = request.header("connection"), conn.lowercased().contains("upgrade") else {
-            return .refuse(.parseError(status: 400, code: 107, message: "missing 'Connection: Upgrade'"))
+            return .refuse(.parseError(status: 400, code: .invalidJSON, message: "missing 'Connection: Upgrade'"))
         }
         guard request.header("sec-websocket-version")?.trimmingWhitespace() == "13" else {
-            return .refuse(.parseError(status: 426, code: 107, message: "unsupported WebSocket version (13 only)",
+            return .refuse(.parseError(status: 426, code: .invalidJSON, message: "unsupported WebSocket version (13 only)",
                                        headers: [("Sec-WebSocket-Version", "13")]))
         }
         guard let key = request.header("sec-websocket-key")?.trimmingWhitespace(),
               Base64.decode(key)?.count == 16 else {
-            return .refuse(.parseError(status: 400, code: 107, message: "invalid Sec-WebSocket-Key"))
+            return .refuse(.parseError(status: 400, code: .invalidJSON, message: "invalid Sec-WebSocket-Key"))
         }
         if stopped.load(ordering: .relaxed) {
-            return .refuse(.parseError(status: 503, code: 1, message: "server is shutting down"))
+            return .refuse(.parseError(status: 503, code: .internalError, message: "server is shutting down"))
         }
         let ip = request.remoteAddress
         let refusal = counts.withLock { c -> HTTPResponse? in
             if c.total >= config.maxConnections {
-                return .parseError(status: 503, code: 1,
+                return .parseError(status: 503, code: .internalError,
                                    message: "too many realtime connections (limit \(config.maxConnections))")
             }
             if c.byIP[ip, default: 0] >= config.maxConnectionsPerIP {
-                return .parseError(status: 429, code: 155,
+                return .parseError(status: 429, code: .requestLimitExceeded,
                                    message: "too many realtime connections from this address (limit \(config.maxConnectionsPerIP))")
             }
             return nil

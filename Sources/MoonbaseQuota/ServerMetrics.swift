@@ -76,7 +76,7 @@ public struct ServerMetrics: Sendable {
         stripes[threadSlot.value.index & mask].state.withLock { t in
             t.routes[RouteKey(route: route, status: status), default: RouteSeries(buckets: width)]
                 .observe(seconds, bucket: bucket)
-            if let u = usage { t.totals.add(u) }
+            if let u = usage { t.totals.add(u.counts) }
         }
     }
 
@@ -122,46 +122,16 @@ struct RouteSeries: Sendable {
     }
 }
 
-/// Usage totals of charged and refused requests.
-struct UsageTotals: Sendable {
-    var units: Int64 = 0
-    var refused: Int64 = 0
-    var luaCpuMicros: Int64 = 0
-    var dbReads: Int64 = 0
-    var dbWrites: Int64 = 0
-    var bytesIn: Int64 = 0
-    var bytesOut: Int64 = 0
-
-    @inline(__always)
-    mutating func add(_ u: RequestUsage) {
-        if u.refused { refused &+= 1 } else { units &+= 1 }
-        luaCpuMicros &+= u.luaCpuMicros
-        dbReads &+= u.dbReads
-        dbWrites &+= u.dbWrites
-        bytesIn &+= u.bytesIn
-        bytesOut &+= u.bytesOut
-    }
-
-    mutating func merge(_ o: UsageTotals) {
-        units &+= o.units
-        refused &+= o.refused
-        luaCpuMicros &+= o.luaCpuMicros
-        dbReads &+= o.dbReads
-        dbWrites &+= o.dbWrites
-        bytesIn &+= o.bytesIn
-        bytesOut &+= o.bytesOut
-    }
-}
-
 /// One stripe of `ServerMetrics`.
 struct ServerTable: Sendable {
     var routes: [RouteKey: RouteSeries] = [:]
-    var totals = UsageTotals()
+    /// Totals of charged and refused requests: the same cost vector as the usage rows.
+    var totals = UsageCounts()
 
     static func merge(_ tables: [ServerTable]) -> ServerTable {
         var out = ServerTable()
         for t in tables {
-            out.totals.merge(t.totals)
+            out.totals.add(t.totals)
             for (k, v) in t.routes {
                 if out.routes[k] == nil { out.routes[k] = v } else { out.routes[k]!.merge(v) }
             }

@@ -53,11 +53,8 @@ public struct Visibility: Sendable {
     public func redact(_ object: JSONObject, className: String, viewer: Viewer, keys: [String]?) -> JSONObject {
         var out = JSONObject()
         out.entries.reserveCapacity(object.count + 1)
-        let isUser = className == "_User"
-        let seesEmail = viewer.identity.isMaster || viewer.identity.userId == object["objectId"]?.stringValue
-        for e in object {
-            if e.key.hasPrefix("_") { continue }
-            if isUser, e.key == "password" || e.key == "authData" || (e.key == "email" && !seesEmail) { continue }
+        let objectId = object["objectId"]?.stringValue ?? ""
+        for e in object where !ProtectedFields.hides(e.key, className: className, objectId: objectId, viewer: viewer.identity) {
             out.entries.append(e)
         }
         if let keys { out = KeyTree(keys).project(out) }  // REST's own projection

@@ -65,7 +65,7 @@ struct TestHandler: HTTPHandler {
                 return .error(error)
             }
         case "/error":
-            return .parseError(status: 404, code: 101, message: "object \"x\" not found")
+            return .parseError(status: 404, code: .objectNotFound, message: "object \"x\" not found")
         default:
             break
         }

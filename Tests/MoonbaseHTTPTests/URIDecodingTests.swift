@@ -53,7 +53,7 @@ struct URIDecodingTests {
     }
 
     @Test func responseHelpers() {
-        let e = HTTPResponse.parseError(status: 400, code: 107, message: "bad \"json\"\n")
+        let e = HTTPResponse.parseError(status: 400, code: .invalidJSON, message: "bad \"json\"\n")
         #expect(String(decoding: e.body, as: UTF8.self) == "{\"code\":107,\"error\":\"bad \\\"json\\\"\\n\"}")
         #expect(e.header("content-type") == HTTPResponse.jsonContentType)
         let j = HTTPResponse.json(201, Array("{}".utf8), headers: [("Location", "http://x/y")])

@@ -230,3 +230,14 @@ def test_metrics_count_the_edge_refusals(srv):
     assert values["moonbase_http_bad_content_length_total"] >= 1
     assert values["moonbase_http_header_deadline_cuts_total"] >= 1  # the slow sender above
     assert values["moonbase_workers_stuck"] == 0 and "moonbase_workers_replaced_total" in values
+
+
+def test_connect_is_never_answered_with_a_tunnel(srv):
+    """CONNECT to any path (even the any-method health check) gets a 405 with a Parse body and a
+    Content-Length, never a 2xx that would turn the connection into a tunnel."""
+    data, _ = exchange(srv.port, b"CONNECT /parse/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 405"), data[:200]
+    assert b"content-length" in head.lower()
+    assert json.loads(body)["code"] == 108
+    assert data.count(b"HTTP/1.1") == 1

@@ -37,6 +37,10 @@ public final class API: HTTPHandler {
     }
 
     func route(_ method: String, _ path: String) -> RouteMatch<Endpoint>? {
+        // CONNECT asks for a tunnel: a 2xx answer would turn the connection into one (no
+        // Content-Length, raw bytes after the head). No route serves it, not even the any-method
+        // health check or a Lua route declared with "*", so it is answered 405 like an unknown method.
+        if method == "CONNECT" { return nil }
         if let m = parseRoutes.match(method: method, path: path) { return m }
         let lua = luaRoutes.withLock { $0 }
         return lua.match(method: method, path: path)
@@ -98,11 +102,11 @@ public final class API: HTTPHandler {
         guard let match = routed != nil ? routed?.match : route(http.method, http.path) else {
             let allowed = parseRoutes.allowedMethods(path: http.path)
             if !allowed.isEmpty {
-                return .parseError(status: 405, code: ParseErrorCode.commandUnavailable.rawValue,
+                return .parseError(status: 405, code: .commandUnavailable,
                                    message: "method \(http.method) not allowed on \(http.path)",
                                    headers: [("Allow", allowed.joined(separator: ", "))])
             }
-            return .parseError(status: 404, code: ParseErrorCode.objectNotFound.rawValue,
+            return .parseError(status: 404, code: .objectNotFound,
                                message: "no such endpoint: \(http.method) \(http.path)")
         }
         let endpoint = match.value

@@ -245,8 +245,16 @@ final class VMSlot {
 // MARK: - triggers
 
 extension CloudService: TriggerRunner {
+    /// The object service's data triggers as Cloud Code registers them: a total mapping (Cloud
+    /// Code's kinds also hold the realtime triggers, which writes never fire).
     static func kind(_ k: TriggerKind) -> CloudTriggerKind {
-        CloudTriggerKind(rawValue: k.rawValue)!
+        switch k {
+        case .beforeSave: .beforeSave
+        case .afterSave: .afterSave
+        case .beforeDelete: .beforeDelete
+        case .afterDelete: .afterDelete
+        case .afterFind: .afterFind
+        }
     }
 
     public func hasTrigger(_ kind: TriggerKind, _ className: String) -> Bool {

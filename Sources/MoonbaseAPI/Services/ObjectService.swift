@@ -26,7 +26,8 @@ public struct CallerContext {
     }
 }
 
-/// Cloud Code triggers as the object service sees them (implemented over MoonbaseLua).
+/// The data triggers as the object service sees them (implemented over MoonbaseLua, whose
+/// `CloudTriggerKind` also holds realtime triggers that no write fires).
 public enum TriggerKind: String, Sendable {
     case beforeSave, afterSave, beforeDelete, afterDelete, afterFind
 }

@@ -91,7 +91,7 @@ final class RequestState: WorkItem, @unchecked Sendable {
     /// The pool stopped before a worker took this job: answer 503 and resume.
     func cancel() {
         guard claim() else { return }
-        response = HTTPResponse.parseError(status: 503, code: 1, message: "server is shutting down")
+        response = HTTPResponse.parseError(status: 503, code: .internalError, message: "server is shutting down")
         MHD_resume_connection(connection)
     }
 
@@ -100,8 +100,8 @@ final class RequestState: WorkItem, @unchecked Sendable {
     func abandon(shuttingDown: Bool) {
         guard claim() else { return }
         response = shuttingDown
-            ? HTTPResponse.parseError(status: 503, code: 1, message: "server is shutting down")
-            : HTTPResponse.parseError(status: 400, code: 124,
+            ? HTTPResponse.parseError(status: 503, code: .internalError, message: "server is shutting down")
+            : HTTPResponse.parseError(status: 400, code: .timeout,
                                       message: "request timed out: its worker did not return within the time limit and was replaced")
         MHD_resume_connection(connection)
     }

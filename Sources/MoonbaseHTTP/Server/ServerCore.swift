@@ -74,7 +74,7 @@ final class ServerCore: Sendable {
 
         let headerBytes = method.utf8.count + target.utf8.count + 11 + collector.bytes
         if headerBytes > config.maxHeaderBytes {
-            return answer(state, .parseError(status: 431, code: 107, message: "request headers too large"), close: true)
+            return answer(state, .parseError(status: 431, code: .invalidJSON, message: "request headers too large"), close: true)
         }
 
         let (rawPath, rawQuery) = URIDecoding.split(stripAuthority(target))
@@ -82,13 +82,13 @@ final class ServerCore: Sendable {
         if let path = URIDecoding.decodePath(rawPath), path.utf8.first == UInt8(ascii: "/") || path == "*" {
             request.path = path
         } else {
-            state.pending = .parseError(status: 400, code: 107, message: "invalid path encoding")
+            state.pending = .parseError(status: 400, code: .invalidJSON, message: "invalid path encoding")
         }
         if state.pending == nil {
             if let q = URIDecoding.parseQuery(rawQuery) {
                 request.query = q
             } else {
-                state.pending = .parseError(status: 400, code: 107, message: "invalid query string encoding")
+                state.pending = .parseError(status: 400, code: .invalidJSON, message: "invalid query string encoding")
             }
         }
         state.bodyLimit = state.pending == nil
@@ -96,7 +96,7 @@ final class ServerCore: Sendable {
         if let cl = collector.contentLength {
             guard let n = Int(cl), n >= 0 else {
                 state.request = request
-                return answer(state, .parseError(status: 400, code: 107, message: "invalid Content-Length"), close: true)
+                return answer(state, .parseError(status: 400, code: .invalidJSON, message: "invalid Content-Length"), close: true)
             }
             if n > state.bodyLimit {
                 state.request = request
@@ -141,13 +141,13 @@ final class ServerCore: Sendable {
             suspendedCount.add(1, ordering: .relaxed)
             MHD_suspend_connection(state.connection)
             if !pool.submit(state) {
-                state.response = .parseError(status: 503, code: 1, message: "server busy")
+                state.response = .parseError(status: 503, code: .internalError, message: "server busy")
                 MHD_resume_connection(state.connection)
             }
             return .YES
         case .suspended:
             leaveSuspended(state)
-            let r = state.response ?? .parseError(status: 500, code: 1, message: "internal error")
+            let r = state.response ?? .parseError(status: 500, code: .internalError, message: "internal error")
             state.response = nil
             return answer(state, r, close: false)
         case .answered:
@@ -172,7 +172,7 @@ final class ServerCore: Sendable {
     }
 
     private func tooLarge(_ limit: Int) -> HTTPResponse {
-        .parseError(status: 413, code: 130, message: "request entity too large (limit \(limit) bytes)")
+        .parseError(status: 413, code: .fileTooLarge, message: "request entity too large (limit \(limit) bytes)")
     }
 
     // MARK: Responses

@@ -10,6 +10,24 @@ public enum ProtectedFields {
     /// `_User` fields non-master callers may not constrain, sort or list.
     public static let user: Set<String> = ["email", "password", "authData"]
 
+    /// THE rule for what a reader sees of a stored object, used by every serializer (stored
+    /// objects, query rows, includes, realtime events): internal `_`-prefixed keys
+    /// (`_hashed_password`) are never output; on `_User`, `password` and `authData` never, and
+    /// `email` only to the user themself or the master key.
+    public static func hides(_ key: String, className: String, objectId: String, viewer: Identity) -> Bool {
+        if key.hasPrefix("_") { return true }
+        guard className == "_User" else { return false }
+        switch key {
+        case "password", "authData": return true
+        case "email": return !(viewer.isMaster || viewer.userId == objectId)
+        default: return false
+        }
+    }
+
+    /// Whether a class's stored `data` may be copied to a reader as is: only classes whose
+    /// fields the rule above never hides (system classes, `_`-prefixed, keep internal fields).
+    public static func canSplice(_ className: String) -> Bool { !className.hasPrefix("_") }
+
     /// Throws 119 when a non-master `identity` names a protected field of `className` in
     /// `where` (at any depth of `$or`/`$and`/`$nor`), in `order`, or as the `distinct` field.
     public static func check(_ className: String, where whereClause: JSONValue?, order: [SortKey] = [],

@@ -7,11 +7,10 @@ import MoonbaseSQLite
 ///
 /// Two paths: `writeSpliced` copies the stored `data` text into the output without parsing it
 /// (the hot path, for classes whose `data` holds only public fields); `object` parses the row and
-/// removes what a reader must not see: internal keys (a leading `_`, such as `_hashed_password`),
-/// `password`/`authData` on `_User`, and `_User.email` unless the reader is that user or master.
+/// removes what a reader must not see, by the one rule `ProtectedFields.hides`.
 public enum RowSerializer {
     /// Whether rows of `className` may be spliced as stored (no hidden fields to strip).
-    public static func canSplice(_ className: String) -> Bool { !className.hasPrefix("_") }
+    public static func canSplice(_ className: String) -> Bool { ProtectedFields.canSplice(className) }
 
     /// Appends one row as a JSON object, splicing the stored `data` bytes.
     public static func writeSpliced(_ s: Statement, into w: inout JSONWriter) {
@@ -52,11 +51,8 @@ public enum RowSerializer {
             o["ACL"] = try s.withBytes(3) { (b: UnsafeBufferPointer<UInt8>) throws(ParseError) -> JSONValue in try JSON.parse(b) }
         }
         let data = try s.withBytes(4) { (b: UnsafeBufferPointer<UInt8>) throws(ParseError) -> JSONValue in try JSON.parse(b) }
-        let isUser = className == "_User"
-        let seesEmail = identity.isMaster || identity.userId == objectId
-        for e in data.objectValue ?? [:] {
-            if e.key.hasPrefix("_") { continue }
-            if isUser, e.key == "password" || e.key == "authData" || (e.key == "email" && !seesEmail) { continue }
+        for e in data.objectValue ?? [:]
+        where !ProtectedFields.hides(e.key, className: className, objectId: objectId, viewer: identity) {
             o.entries.append(JSONObject.Entry(e.key, e.value))
         }
         return o

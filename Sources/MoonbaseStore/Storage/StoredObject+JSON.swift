@@ -2,15 +2,9 @@ import MoonbaseCore
 import MoonbaseJSON
 
 extension StoredObject {
-    /// Whether `viewer` may see this `_User`'s `email`: the user themself or the master key.
-    func showsEmail(to viewer: Identity) -> Bool {
-        viewer.isMaster || viewer.userId == objectId
-    }
-
     /// The object in Parse's response shape: `objectId`, `createdAt`, `updatedAt` (ISO), `ACL`
-    /// when set, then the fields. Internal `_`-prefixed fields (`_hashed_password`) are never
-    /// output; a `_User`'s `email` only to the user themself and the master key. Other classes
-    /// splice the stored `data` text without parsing it.
+    /// when set, then the fields `viewer` may see (`ProtectedFields.hides`). Classes with nothing
+    /// to hide splice the stored `data` text without parsing it.
     public func write(to w: inout JSONWriter, viewer: Identity) {
         w.raw("{\"objectId\":")
         w.string(objectId)
@@ -23,9 +17,9 @@ extension StoredObject {
             w.raw(",\"ACL\":")
             w.raw(acl)
         }
-        if className == "_User" {
+        if !ProtectedFields.canSplice(className) {
             if let fields = try? self.fields() {
-                for e in fields where !e.key.hasPrefix("_") && (e.key != "email" || showsEmail(to: viewer)) {
+                for e in fields where !ProtectedFields.hides(e.key, className: className, objectId: objectId, viewer: viewer) {
                     w.byte(UInt8(ascii: ","))
                     w.string(e.key)
                     w.byte(UInt8(ascii: ":"))
