@@ -151,12 +151,13 @@ final class LiveClient: Sendable {
         return d.error
     }
 
-    /// The identity for a session token: user or 209.
+    /// The identity for a session token (the user with their roles) or 209.
     private func resolve(_ token: String) throws(ParseError) -> (Identity, JSONObject) {
         guard let s = try server.services.auth.resolveSession(token) else {
             throw ParseError(.invalidSessionToken, "Invalid session token")
         }
-        return (.user(s.userId), s.user)
+        // With the user's roles, so triggers' reads and the subscription checks honour `role:` ACLs.
+        return (try server.services.store.identity(forUser: s.userId), s.user)
     }
 
     private func connect(_ msg: JSONObject) {
