@@ -21,7 +21,8 @@ def copy_of_repo():
     tmp = tempfile.mkdtemp(prefix="moonbase-docs-")
     for sub in ("Sources", "docs"):
         shutil.copytree(os.path.join(ROOT, sub), os.path.join(tmp, sub))
-    shutil.copy(os.path.join(ROOT, "README.md"), tmp)
+    for top in ("README.md", "CONTRIBUTING.md"):
+        shutil.copy(os.path.join(ROOT, top), tmp)
     os.makedirs(os.path.join(tmp, "functions"))
     shutil.copy(os.path.join(ROOT, "functions", "README.md"), os.path.join(tmp, "functions"))
     yield tmp
