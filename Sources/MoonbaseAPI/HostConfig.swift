@@ -19,6 +19,8 @@ public struct HostConfig: Sendable {
     public var restKey: String?
     public var publicURL: String?
     public var logFormat: LogFormat = .text
+    /// Lowest level logged (`--log-level`, `MOONBASE_LOG_LEVEL`); request lines are `info`.
+    public var logLevel: LogLevel = .info
     public var workers = 2 * HostConfig.cores
     public var ioThreads = HostConfig.cores
     public var metricsRequireMaster = false
@@ -130,6 +132,12 @@ public struct HostConfig: Sendable {
         if let v = env("MOONBASE_LOG_FORMAT") {
             guard let f = LogFormat(rawValue: v) else { throw UsageError("MOONBASE_LOG_FORMAT must be text or json") }
             c.logFormat = f
+        }
+        if let v = env("MOONBASE_LOG_LEVEL") {
+            guard let l = LogLevel(name: v), l != .error else {
+                throw UsageError("MOONBASE_LOG_LEVEL must be debug, info or warn")
+            }
+            c.logLevel = l
         }
         return c
     }

@@ -12,6 +12,16 @@ public enum LogFormat: String, Sendable {
 public enum LogLevel: Int, Sendable, Comparable {
     case debug = 0, info, warn, error
     public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rawValue < b.rawValue }
+    /// Parses `debug`, `info`, `warn` or `error`.
+    public init?(name: String) {
+        switch name {
+        case "debug": self = .debug
+        case "info": self = .info
+        case "warn": self = .warn
+        case "error": self = .error
+        default: return nil
+        }
+    }
     public var name: String {
         switch self {
         case .debug: return "debug"
@@ -24,10 +34,10 @@ public enum LogLevel: Int, Sendable, Comparable {
 
 /// The host log: one line per event on stderr, each with the request id when there is one.
 ///
-/// Thread-safety: the configuration is atomic; each line is written with one `write(2)` so lines
-/// from different threads never interleave.
+/// Thread-safety: the configuration is atomic; each line goes whole to `LogOutput` (buffered
+/// while serving, so lines from different threads never interleave and cost no system call).
 public enum Log {
-    private static let formatRaw = Atomic<Int>(0)  // 0 text, 1 json
+    static let formatRaw = Atomic<Int>(0)  // 0 text, 1 json
     private static let minLevel = Atomic<Int>(LogLevel.info.rawValue)
 
     public static func configure(format: LogFormat, level: LogLevel = .info) {
@@ -87,14 +97,7 @@ public enum Log {
             line += "\n"
         }
         var l = line
-        l.withUTF8 { buf in
-            var off = 0
-            while off < buf.count {
-                let n = write(2, buf.baseAddress! + off, buf.count - off)
-                if n <= 0 { break }
-                off += n
-            }
-        }
+        l.withUTF8 { LogOutput.write($0, urgent: level >= .warn) }
     }
 
     /// Minimal JSON string quoting for log lines (the hot-path codec lives in MoonbaseJSON).

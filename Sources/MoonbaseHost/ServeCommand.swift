@@ -11,9 +11,10 @@ import MoonbaseLiveQuery
 enum ServeCommand {
     static let help = """
         usage: moonbase serve [--host H] [--port P] [--data DIR] [--functions DIR] [--cron DIR]
-                              [--public-url URL] [--log-format text|json] [--workers N]
+                              [--public-url URL] [--log-format text|json]
+                              [--log-level debug|info|warn] [--workers N]
                               [--metrics-require-master] [--quota-monthly-requests N]
-                              [--rate-limit-per-minute N] [--cors-origins LIST|*|none]
+                              [--rate-limit-per-minute N] [--cors-origins LIST|*|none] [--log-level debug|info|warn]
                               [--max-connections N] [--max-connections-per-ip N] [--header-timeout SECONDS]
         environment (flags win): every MOONBASE_* variable of docs/operations.md, among them
           MOONBASE_HOST, MOONBASE_PORT, MOONBASE_DATA, MOONBASE_APP_ID, MOONBASE_MASTER_KEY,
@@ -25,7 +26,7 @@ enum ServeCommand {
     static func run(_ args: [String]) throws -> Int32 {
         guard let (a, base) = try Commands.parse(args,
             values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute",
-                     "cors-origins", "max-connections", "max-connections-per-ip", "header-timeout"],
+                     "cors-origins", "log-level", "max-connections", "max-connections-per-ip", "header-timeout"],
             flags: ["metrics-require-master"], help: help) else { return 0 }
         var c = base
         if let v = a.value("host") { c.host = v }
@@ -34,6 +35,10 @@ enum ServeCommand {
         if let v = a.value("log-format") {
             guard let f = LogFormat(rawValue: v) else { throw UsageError("--log-format must be text or json") }
             c.logFormat = f
+        }
+        if let v = a.value("log-level") {
+            guard let l = LogLevel(name: v), l != .error else { throw UsageError("--log-level must be debug, info or warn") }
+            c.logLevel = l
         }
         if let v = try a.int("workers") {
             guard v > 0 else { throw UsageError("--workers must be at least 1") }
@@ -58,6 +63,10 @@ enum ServeCommand {
         guard a.positionals.isEmpty else { throw UsageError("unexpected argument '\(a.positionals[0])'") }
 
         let host = try Host.build(c, serving: true)
+        // From here on log lines (one per request) go to a buffer written out by a background
+        // thread every 100 ms, not with a system call each; flushed before exiting.
+        LogOutput.startBuffering(intervalMillis: 100)
+        defer { LogOutput.flush() }
         let s = host.services
         let server: HTTPServer
         let live = try LiveQueryServer(config: .fromEnvironment(), services: s, engine: ChangeHubEngine(hub: s.realtime.hub))

@@ -101,13 +101,16 @@ public final class API: HTTPHandler {
         let routed = http.note as? RoutedNote
         guard let match = routed != nil ? routed?.match : route(http.method, http.path) else {
             let allowed = parseRoutes.allowedMethods(path: http.path)
-            if !allowed.isEmpty {
-                return .parseError(status: 405, code: .commandUnavailable,
-                                   message: "method \(http.method) not allowed on \(http.path)",
-                                   headers: [("Allow", allowed.joined(separator: ", "))])
-            }
-            return .parseError(status: 404, code: .objectNotFound,
-                               message: "no such endpoint: \(http.method) \(http.path)")
+            let response: HTTPResponse = allowed.isEmpty
+                ? .parseError(status: 404, code: .objectNotFound,
+                              message: "no such endpoint: \(http.method) \(http.path)")
+                : .parseError(status: 405, code: .commandUnavailable,
+                              message: "method \(http.method) not allowed on \(http.path)",
+                              headers: [("Allow", allowed.joined(separator: ", "))])
+            Log.request(method: http.method, path: http.path, status: response.status,
+                        micros: Int((monotonicNanos() &- started) / 1000),
+                        account: Account.caller(userId: nil, ip: http.remoteAddress).key, requestId: http.requestId)
+            return response
         }
         let endpoint = match.value
         let req = APIRequest(http: http, params: match.params, pattern: match.pattern)
@@ -179,9 +182,8 @@ public final class API: HTTPHandler {
         recordCall(req, response, usage: usage, wallNanos: wallNanos)
         services.metrics.observe(route: endpoint.name, status: response.status, seconds: Double(wallNanos) / 1e9,
                                  usage: usage)
-        if response.status >= 500 || Log.enabled(.debug) {
-            Log.info("\(http.method) \(http.path) \(response.status) \(wallNanos / 1000)µs", requestId: http.requestId)
-        }
+        Log.request(method: http.method, path: http.path, status: response.status, micros: Int(wallNanos / 1000),
+                    account: account(req).key, requestId: http.requestId)
         return response
     }
 
