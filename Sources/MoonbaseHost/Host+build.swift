@@ -18,7 +18,7 @@ public final class Host: Sendable {
 
     /// Builds everything for `config`; `serving` adds the file watcher and background services.
     public static func build(_ config: HostConfig, serving: Bool) throws(ParseError) -> Host {
-        Log.configure(format: config.logFormat)
+        Log.configure(format: config.logFormat, level: config.logLevel)
         try FileSystem.makeDirectories(config.dataDir, mode: 0o700)
         let clock = SystemClock()
         // Only the server makes the key it prints; the other verbs never leave one behind.
