@@ -101,7 +101,7 @@ for t in wrk curl sqlite3 python3; do command -v "$t" > /dev/null || die "$t is 
 # can be written without the app's triggers (which refuse comments on expired posts).
 FULL="$STATE/functions-full" SEED="$STATE/functions-seed"
 mkdir -p "$FULL" "$SEED"
-cp "$REPO"/functions/*.lua "$HERE"/functions/*.lua "$FULL/"
+cp -r "$REPO"/functions/. "$FULL/"; cp "$HERE"/functions/*.lua "$FULL/"  # functions/lib/ too (require)
 cp "$REPO"/functions/schema.lua "$HERE"/functions/*.lua "$SEED/"
 DATA="$STATE/data-main" DATA6="$STATE/data-w6"
 
