@@ -39,6 +39,7 @@ DOCUMENTED = {
 # Variables whose behaviour test lives with the feature they configure.
 TESTED_ELSEWHERE = {
     "MOONBASE_HTTP_ALLOW": "test_outbound.py",
+    "MOONBASE_LOG_LEVEL": "test_request_log.py",
     "MOONBASE_HTTP_MAX_REQUESTS": "test_outbound.py",
     "MOONBASE_LUA_MAX_VM_MEMORY_MB": "test_sandbox_escapes.py",
     "MOONBASE_MAX_RESPONSE_MB": "test_sandbox_escapes.py",
