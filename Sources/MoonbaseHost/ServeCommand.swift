@@ -14,7 +14,7 @@ enum ServeCommand {
                               [--public-url URL] [--log-format text|json]
                               [--log-level debug|info|warn] [--workers N]
                               [--metrics-require-master] [--quota-monthly-requests N]
-                              [--rate-limit-per-minute N] [--cors-origins LIST|*|none] [--log-level debug|info|warn]
+                              [--rate-limit-per-minute N] [--cors-origins LIST|*|none]
                               [--max-connections N] [--max-connections-per-ip N] [--header-timeout SECONDS]
         environment (flags win): every MOONBASE_* variable of docs/operations.md, among them
           MOONBASE_HOST, MOONBASE_PORT, MOONBASE_DATA, MOONBASE_APP_ID, MOONBASE_MASTER_KEY,
