@@ -1,6 +1,6 @@
 // swift-tools-version:6.0
 // Moonbase: one Swift binary, a Parse-compatible backend over SQLite with Lua Cloud Code.
-// Layout follows ../shared/STYLE.md §2: each C library sits behind exactly one Swift module.
+// Layout: each C library sits behind exactly one Swift module (checked by .ci/run).
 import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
@@ -58,7 +58,7 @@ let package = Package(
             swiftSettings: swiftSettings),
         .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
-        // `make bench`: CPU per 1 KB JSON parse/encode (DESIGN §9's JSON budget).
+        // `make bench`: CPU per 1 KB JSON parse/encode (the JSON budget: 10 µs each way).
         .executableTarget(name: "jsonbench", dependencies: ["MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),
 
         // Tests: one target per module.

@@ -1,4 +1,4 @@
--- Accounts (APP.md): _User validation, the user cascade (beforeDelete: REST deletes with the
+-- Accounts (functions/README.md): _User validation, the user cascade (beforeDelete: REST deletes with the
 -- master key or by the user, and deleteAccount), the avatar removed after commit, and the
 -- caller's own data: myData, stats, deleteAccount.
 
@@ -170,7 +170,7 @@ cloud.define("myData", {requireUser = true}, function(req)
 end)
 
 -- stats -> {account = {posts, comments, views}, insights = {popularity, engagement},
--- audience = {female, male, other}} as APP.md defines them. Views, commenters and reactors are
+-- audience = {female, male, other}} as functions/README.md defines them. Views, commenters and reactors are
 -- other users (the author's own rows never count); audience is the gender split of the distinct
 -- other users who viewed the caller's posts, over those whose gender is known.
 cloud.define("stats", {requireUser = true}, function(req)

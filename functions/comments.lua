@@ -1,4 +1,4 @@
--- Comments (APP.md): validation and the post's commentsCount in triggers, so every path (the
+-- Comments (functions/README.md): validation and the post's commentsCount in triggers, so every path (the
 -- REST API, Cloud Code, cascades with triggers) keeps the counter exact; and the `comments`
 -- function: a post's comments oldest first, `limit` (default 5) at a time, each with
 -- authorUsername.

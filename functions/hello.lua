@@ -1,4 +1,4 @@
--- The benchmark endpoints (DESIGN §9, W1): a route and a function that do nothing but answer.
+-- The benchmark endpoints (the W1 benchmark): a route and a function that do nothing but answer.
 -- Kept free of any database access so they measure the host's own cost per request.
 
 cloud.route("GET", "/hello", function(req)

@@ -1,4 +1,4 @@
--- Jobs (APP.md "Job and schedule"):
+-- Jobs (functions/README.md "Job and schedule"):
 --   cleanupExpiredPosts {graceMinutes = 0}: deletes posts whose expiresAt is before now minus
 --     graceMinutes (negative: also posts expiring within that many minutes) with their comments,
 --     reactions and views, in batches of 1000 posts with set-based deletes; a transaction takes

@@ -1,4 +1,4 @@
--- Post triggers (APP.md "Classes", "Validation and authority", "Cascades"):
+-- Post triggers (functions/README.md "Classes", "Validation and authority", "Cascades"):
 --   beforeSave  validates, sets the server-owned fields on create, refuses non-master updates of
 --               counters / author / location / validityMinutes / expiresAt;
 --   afterFind   adds authorUsername / authorAvatar and strips hidden fields for non-authors
@@ -74,7 +74,7 @@ local function onCreate(req, o)
   for _, f in ipairs(FLAGS) do
     if o[f] == nil then o[f] = false end
   end
-  -- Public read, author write (APP.md), whoever created it.
+  -- Public read, author write (functions/README.md), whoever created it.
   o.ACL = {["*"] = {read = true}, [o.author.objectId] = {read = true, write = true}}
 end
 

@@ -1,4 +1,4 @@
--- Reactions and views (APP.md): one Reaction (like | dislike) and one View per (post, user),
+-- Reactions and views (functions/README.md): one Reaction (like | dislike) and one View per (post, user),
 -- unique in the database. Their triggers keep the post's likesCount / dislikesCount / viewsCount
 -- exact with SQL increments inside the writing transaction, whoever writes (react, viewPost,
 -- the master key, cascades with triggers). Functions: react, viewPost.

@@ -1,4 +1,4 @@
--- Declarations of the hotspots app (APP.md): the indexes its queries use and the class-level
+-- Declarations of the hotspots app (functions/README.md): the indexes its queries use and the class-level
 -- permissions that keep clients away from server-maintained rows. Applied, idempotently, when a
 -- generation of functions loads.
 

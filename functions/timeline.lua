@@ -1,4 +1,4 @@
--- Reading posts (APP.md "Functions"): timeline, mapPosts, searchPosts, myPosts. Posts are read
+-- Reading posts (functions/README.md "Functions"): timeline, mapPosts, searchPosts, myPosts. Posts are read
 -- with the caller's permissions, so Post's afterFind (posts.lua) adds authorUsername /
 -- authorAvatar and strips hidden fields for non-authors, exactly as for REST reads.
 

@@ -5,7 +5,7 @@
  * Invariant: Lua code and every API call that can raise run inside lua_pcall of a C body
  * (lb_call/lb_load/lb_register) or inside a C function Lua called (trampoline, hooks). A Swift
  * frame is only ever live inside `vm->host(...)`, during which the strict allocator aborts if
- * Lua allocates (FINDINGS §2).
+ * Lua allocates.
  */
 #define _GNU_SOURCE
 #include "lb_internal.h"

@@ -1,11 +1,11 @@
 /*
- * lb_json.c: JSON text <-> Lua values, in C (FINDINGS §2: documents stay bytes until a script
- * needs them). Semantics (DESIGN §10): JSON null <-> json.null (a NULL light userdata, so null
+ * lb_json.c: JSON text <-> Lua values, in C (documents stay bytes until a script
+ * needs them). Semantics: JSON null <-> json.null (a NULL light userdata, so null
  * members survive a round trip); arrays decode with a marker metatable so `[]` stays `[]`;
  * json.array(t) marks a table as an array; other empty tables encode as `{}`; integers stay
  * integers and floats keep a fraction ("3.0"); NaN/inf, cycles and non-UTF-8 strings raise.
  *
- * The byte-level work is CJSON's, shared with the REST layer (DESIGN §2): decoding walks the
+ * The byte-level work is CJSON's, shared with the REST layer: decoding walks the
  * token tape of cj_parse (validation, UTF-8 included) with cj_unescape/cj_number; encoding
  * uses cj_escape and cj_format_double. What is Lua-specific stays here.
  */

@@ -1,5 +1,5 @@
 /*
- * lb_sandbox.c: THE allow list (STYLE §3.7, Redis's script_lua.c). Mirrored in the Swift doc
+ * lb_sandbox.c: THE allow list (Redis's script_lua.c). Mirrored in the Swift doc
  * comment of `LuaSandbox`. Everything a script can reach is built here, once per VM.
  *
  * Exposed globals (the read-only base behind every file's _ENV):

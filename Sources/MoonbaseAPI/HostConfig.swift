@@ -6,7 +6,7 @@ import MoonbaseOutbound
 import Glibc
 #endif
 
-/// Everything `moonbase serve` (and the other verbs) can be told, with DESIGN §1/§10 defaults.
+/// Everything `moonbase serve` (and the other verbs) can be told, with their documented defaults.
 /// Flags win over environment variables, which win over defaults.
 public struct HostConfig: Sendable {
     public var host = "127.0.0.1"

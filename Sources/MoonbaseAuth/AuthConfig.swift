@@ -1,6 +1,6 @@
 import MoonbaseCore
 
-/// Settings of the auth service (DESIGN §8, §10 "Users").
+/// Settings of the auth service.
 ///
 /// Defaults follow the contract: sessions last a year, OAuth access tokens an hour, refresh tokens
 /// 30 days; login throttling allows 10 failed attempts per account or IP within 15 minutes.

@@ -28,7 +28,7 @@ extension AuthService {
     /// Row fields: `user` (Pointer `_User`), `sessionTokenHash`, `expiresAt` (Date), `createdWith`
     /// `{action, authProvider: "password"}`, `installationId` when given, and for OAuth
     /// `refreshTokenHash` + `refreshExpiresAt`. ACL: the user may read and delete it (the class
-    /// itself stays master-only, DESIGN §10).
+    /// itself stays master-only).
     public func createSession(userId: String, action: SessionAction, installationId: String? = nil,
                               in tx: WriteTransaction) throws(ParseError) -> IssuedSession {
         let now = clock.nowMillis()

@@ -4,8 +4,8 @@ import MoonbaseJSON
 import MoonbaseSQLite
 import MoonbaseStore
 
-/// Users, sessions, OAuth tokens and login throttling over the document store (DESIGN §4, §8,
-/// §10 "Users"). The REST endpoints (MoonbaseAPI) call these methods with plain values and render
+/// Users, sessions, OAuth tokens and login throttling over the document store.
+/// The REST endpoints (MoonbaseAPI) call these methods with plain values and render
 /// the JSON objects they return, or the `ParseError` they throw, with Parse's codes.
 ///
 /// Storage: users are `_User` rows (the argon2id hash in the internal field `_hashed_password`,
@@ -176,7 +176,7 @@ public final class AuthService: Sendable {
         return try row.json(for: .master)
     }
 
-    /// A user by username, else by email (`username` may hold either, DESIGN §10).
+    /// A user by username, else by email (`username` may hold either).
     func userByLogin(_ login: String, on c: Connection) throws(ParseError) -> StoredObject? {
         if let u = try userByUsername(login, on: c) { return u }
         return login.contains("@") ? try userByEmail(login, on: c) : nil

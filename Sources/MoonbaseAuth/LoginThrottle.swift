@@ -2,7 +2,7 @@ import MoonbaseCore
 import Synchronization
 
 /// Counts failed logins per key (`user:<id>`, `name:<login>`, `ip:<address>`) in fixed windows
-/// and refuses attempts once a key reached the limit (DESIGN §8, §10).
+/// and refuses attempts once a key reached the limit.
 ///
 /// A window opens at a key's first failure and lasts `windowMillis`; once `maxFailures` failures
 /// fell in it, every attempt for that key is refused with 155 (HTTP 429) and a `Retry-After`

@@ -1,6 +1,6 @@
 /// ISO-8601 UTC instants with milliseconds (`2026-11-29T20:23:45.678Z`), without Foundation.
 ///
-/// Parse's Date encoding and every date in our responses use this one format (DESIGN §10), so
+/// Parse's Date encoding and every date in our responses use this one format, so
 /// stored dates compare correctly as text.
 public enum ISO8601 {
     /// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.

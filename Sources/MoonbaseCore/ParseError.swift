@@ -63,7 +63,7 @@ public struct ParseErrorCode: RawRepresentable, Hashable, Sendable, CustomString
         ("ACCOUNT_ALREADY_LINKED", .accountAlreadyLinked), ("INVALID_SESSION_TOKEN", .invalidSessionToken),
     ]
 
-    /// HTTP status for this code (DESIGN §10): 101 → 404, 119 → 403, 1 → 500, 155 → 429, else 400.
+    /// HTTP status for this code: 101 → 404, 119 → 403, 1 → 500, 155 → 429, else 400.
     public var httpStatus: Int {
         switch rawValue {
         case 101: return 404

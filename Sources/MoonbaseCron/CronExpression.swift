@@ -2,7 +2,7 @@ import Foundation
 
 /// A parsed cron schedule: five standard fields, or a macro.
 ///
-/// Semantics are croniter 7.0.0's default mode (DESIGN §6), which differs from Vixie cron/cronie:
+/// Semantics are croniter 7.0.0's default mode, which differs from Vixie cron/cronie:
 /// - **Day-of-month OR day-of-week.** When both day fields restrict, a day matching *either*
 ///   fires; a field counts as restricting unless it is `*` (or lists every value, see
 ///   `CronField`). Vixie cron treats any field *starting* with `*` (e.g. `*/2`) as unrestricted

@@ -23,7 +23,7 @@ public enum JobOutcome: Sendable, Equatable {
     case failed(message: String)
 }
 
-/// Runs jobs. Implemented by MoonbaseHost over the Cloud Code registry (DESIGN §6).
+/// Runs jobs. Implemented by MoonbaseHost over the Cloud Code registry.
 ///
 /// Contract:
 /// - `run` is called on a thread the scheduler created for this one run (never an HTTP worker,

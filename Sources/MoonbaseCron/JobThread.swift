@@ -5,7 +5,7 @@ import Glibc
 /// Plain pthreads for the scheduler: the timer thread and one thread per job run.
 ///
 /// Not libdispatch: dispatch threads block signals, and the Lua watchdog interrupts scripts with
-/// a signal (FINDINGS §6), so runs need threads whose mask we control. The default stack
+/// a signal (libdispatch threads block them), so runs need threads whose mask we control. The default stack
 /// (8 MiB on Debian) leaves Lua's C stack room.
 enum JobThread {
     private final class Body: Sendable {

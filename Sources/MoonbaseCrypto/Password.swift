@@ -1,6 +1,6 @@
 import CSodium
 
-/// Password hashing with argon2id (libsodium `crypto_pwhash_str_alg`), DESIGN §8.
+/// Password hashing with argon2id (libsodium `crypto_pwhash_str_alg`).
 ///
 /// Parameters are pinned by the contract: t = 2 passes, m = 19 MiB, p = 1 (libsodium always uses
 /// one lane), algorithm Argon2id v1.3. The result is the self-describing PHC string
@@ -9,7 +9,7 @@ import CSodium
 ///
 /// Cost (measured on the project's 2-vCPU Debian 12 box; `PasswordTests.measureCost` prints it):
 /// about 14 ms of CPU time (and 14 ms wall on a quiet core) per `hash` or `verify`, plus 19 MiB of
-/// memory touched while it runs: roughly 70 hashes per second per core. That is why DESIGN §8 puts hashing on a worker thread, never on an HTTP
+/// memory touched while it runs: roughly 70 hashes per second per core. That is why hashing runs on a worker thread, never on an HTTP
 /// I/O thread: one hash stalls every connection of the thread that runs it.
 ///
 /// Thread-safety: stateless; safe from any thread (libsodium is initialised once by `Sodium.ready`).

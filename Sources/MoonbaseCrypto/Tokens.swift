@@ -1,6 +1,6 @@
 import CSodium
 
-/// Session, refresh and other bearer tokens: 32 bytes from the CSPRNG (DESIGN §8).
+/// Session, refresh and other bearer tokens: 32 bytes from the CSPRNG.
 ///
 /// Tokens are returned to the client once and stored only as `TokenHash.sha256Hex(token)`; a
 /// lookup hashes the presented token and finds the row by that hash, so a copy of the database

@@ -28,7 +28,7 @@ extension HTTPHandler {
     public func dispatch(_ request: inout HTTPRequest) -> Bool { runsInline(request) }
 }
 
-/// Server settings (DESIGN §10 defaults: headers 16 KiB, 1,024 connections, 30 s idle).
+/// Server settings (defaults: headers 16 KiB, 1,024 connections, 30 s idle).
 public struct HTTPServerConfig: Sendable {
     /// Numeric IPv4 or IPv6 address to bind ("" = all IPv4 interfaces).
     public var host: String

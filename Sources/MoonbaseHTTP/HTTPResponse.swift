@@ -42,7 +42,7 @@ public struct HTTPResponse: Sendable {
         json(status, Array("{\"code\":\(code.rawValue),\"error\":\(Log.jsonQuote(message))}".utf8), headers: headers)
     }
 
-    /// The answer for a `ParseError`: its HTTP status (DESIGN §10 map or override) and headers.
+    /// The answer for a `ParseError`: its HTTP status (the code's status, or an override) and headers.
     public static func error(_ e: ParseError) -> HTTPResponse {
         parseError(status: e.httpStatus, code: e.code, message: e.message, headers: e.headers)
     }

@@ -1,7 +1,7 @@
 import MoonbaseAPI
 /// A tiny command-line parser: `--name value`, `--name=value`, boolean `--flag`, positionals.
 ///
-/// Hand-rolled because swift-argument-parser cannot be fetched here (DESIGN §2); it covers
+/// Hand-rolled because the build may use no package outside the toolchain (no swift-argument-parser); it covers
 /// exactly what our verbs need and reports misuse as `UsageError` (exit 2).
 public struct Arguments: Sendable {
     public private(set) var positionals: [String] = []

@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// The CLI verbs. Each parses its own options and returns an exit code:
-/// 0 ok, 1 failure, 2 usage error (DESIGN §1).
+/// 0 ok, 1 failure, 2 usage error.
 public enum Commands {
     static let commonValueOptions: Set<String> = ["data", "functions", "cron"]
 

@@ -9,7 +9,7 @@ import Glibc
 /// Polls folders every 250 ms (names, sizes and mtimes in ns) and calls `onChange` with the
 /// folders that changed. Polling instead of inotify: four `stat`s a second per file is
 /// nothing, works on every file system (bind mounts, editors that replace files), and keeps
-/// the reload path in one place; the 1 s reload budget (DESIGN §5) is met with margin.
+/// the reload path in one place; the 1 s reload budget is met with margin.
 public final class FolderWatcher: Sendable {
     let folders: [String]
     let onChange: @Sendable ([String]) -> Void

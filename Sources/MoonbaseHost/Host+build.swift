@@ -9,7 +9,7 @@ import MoonbaseQuota
 import MoonbaseSQLite
 import MoonbaseStore
 
-/// The composition root (STYLE §3.11): the only place that builds the store, the services,
+/// The composition root: the only place that builds the store, the services,
 /// Cloud Code and the server. Used by `serve`, `call`, `jobs run` and the tests.
 public final class Host: Sendable {
     public let services: Services

@@ -2,8 +2,8 @@ import MoonbaseCore
 
 /// Entry points of the codec: bytes ↔ `JSONValue`.
 ///
-/// The request path never touches Foundation's JSON (FINDINGS §5). The byte-level work is the C
-/// target CJSON, shared with the Lua bridge (DESIGN §2): its tokenizer validates and its escaper
+/// The request path never touches Foundation's JSON (40–70 µs to parse a 1 KB document). The byte-level work is the C
+/// target CJSON, shared with the Lua bridge: its tokenizer validates and its escaper
 /// and number formatter write; Swift only builds and walks `JSONValue` trees.
 public enum JSON {
     /// Parses a complete JSON text (RFC 8259; leading/trailing white space allowed; a UTF-8 byte

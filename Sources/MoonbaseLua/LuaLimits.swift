@@ -1,7 +1,7 @@
 import CLuaBridge
 import MoonbaseCore
 
-/// Limits of one Lua call (DESIGN §5). `0` switches a limit off.
+/// Limits of one Lua call. `0` switches a limit off.
 ///
 /// Nested calls (a trigger fired by `db.create` inside a function, `db.transaction(fn)`) share
 /// the outermost call's limits and counters.

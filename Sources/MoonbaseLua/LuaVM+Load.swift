@@ -3,7 +3,7 @@ import MoonbaseCore
 import MoonbaseJSON
 
 extension LuaVM {
-    /// Runs a file's top level once (the load pass, STYLE §3.15): it registers handlers and
+    /// Runs a file's top level once (the load pass): it registers handlers and
     /// declarations into `registry`. File-level locals become module state of this VM; globals
     /// assigned at top level belong to this file alone (calls read them and only shadow them;
     /// other files never see them: shared code goes in a `lib/` module and is `require`d).

@@ -9,7 +9,7 @@ import MoonbaseCrypto
 /// gets its own). Re-entrant on that thread: a host function may call back into Lua through
 /// `call(_:_:)` or the `run*` methods, and nested calls share the outermost call's limits.
 ///
-/// Bridge rules (FINDINGS §2, STYLE §3.3): only CLuaBridge includes lua.h; every entry into Lua
+/// Bridge rules: only CLuaBridge includes lua.h; every entry into Lua
 /// is `lua_pcall` of a C body; Lua→Swift calls go through the C trampoline, which raises only
 /// after Swift returned. With `strict` (the default in debug builds) the allocator aborts if
 /// Lua allocates while a Swift frame is live.
@@ -115,7 +115,7 @@ public final class LuaVM {
     var handle: OpaquePointer { raw }
 }
 
-/// The one C entry point for every host function (FINDINGS §6: a global `@convention(c)` let).
+/// The one C entry point for every host function (a global `@convention(c)` let: a closure literal cannot be a C function pointer).
 /// `ctx` is the `LuaVM`, passed unretained: the VM owns the state, so it outlives every call.
 let luaHostTrampoline: lb_host_fn = { ctx, fnid, args, nargs, out in
     let vm = Unmanaged<LuaVM>.fromOpaque(ctx!).takeUnretainedValue()

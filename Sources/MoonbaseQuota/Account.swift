@@ -1,4 +1,4 @@
-/// Who a request is charged to (DESIGN §10 "Accounts").
+/// Who a request is charged to.
 ///
 /// Every charged request costs one unit to `.app` (the plan) and is also attributed to one caller
 /// account: `.user(objectId)` when it carries a valid session (or `Authorization: Bearer`) token,

@@ -1,6 +1,6 @@
 import MoonbaseCore
 
-/// Request accounting and limits (DESIGN §7, §10 "Quota"): the hot-path half of MoonbaseQuota.
+/// Request accounting and limits: the hot-path half of MoonbaseQuota.
 ///
 /// Per request the host calls, in order:
 /// 1. `check(account:function:isMaster:)` before doing any work. An allowed decision has already

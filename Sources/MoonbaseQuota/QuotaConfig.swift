@@ -1,4 +1,4 @@
-/// Quota and accounting settings (DESIGN §7), from the environment or `serve` flags.
+/// Quota and accounting settings, from the environment or `serve` flags.
 public struct QuotaConfig: Sendable, Equatable {
     /// `MOONBASE_ACCOUNTING` (`on` by default; `off` to measure its cost). Off: no usage rows are
     /// kept or flushed (`record` returns at once). Configured limits are still enforced, in memory
@@ -8,7 +8,7 @@ public struct QuotaConfig: Sendable, Equatable {
     public var monthlyRequests: Int64 = 0
     /// `MOONBASE_RATE_LIMIT_PER_MINUTE`: requests per minute per user, else per IP; 0 = unlimited.
     public var perMinute: Int64 = 0
-    /// How often the flusher writes (DESIGN: at least every second).
+    /// How often the flusher writes (at least every second).
     public var flushIntervalMillis: Int = 1000
     /// Lock stripes for the in-memory counters (rounded up to a power of two); at least the number
     /// of request threads keeps the hot path free of lock contention.

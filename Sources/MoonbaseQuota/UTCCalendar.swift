@@ -1,7 +1,7 @@
 import MoonbaseCore
 
 /// UTC period arithmetic on milliseconds since the epoch: hours for usage rows, minutes for rate
-/// windows, months for the app quota (DESIGN §7: month boundaries are UTC).
+/// windows, months for the app quota (month boundaries are UTC).
 public enum UTCCalendar {
     public static let minuteMillis: Int64 = 60_000
     public static let hourMillis: Int64 = 3_600_000

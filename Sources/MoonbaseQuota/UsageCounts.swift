@@ -1,4 +1,4 @@
-/// The cost vector summed per account or function per hour (DESIGN §7).
+/// The cost vector summed per account or function per hour.
 ///
 /// Times are kept in microseconds so sums stay exact integers; reports convert to milliseconds.
 public struct UsageCounts: Hashable, Sendable {

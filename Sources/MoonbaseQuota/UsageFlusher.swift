@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// Writes the quota's in-memory usage through a `UsageSink` every `interval` and at shutdown: the
-/// long-lived service that keeps writes off the request path (STYLE §2 "Threads").
+/// long-lived service that keeps writes off the request path.
 ///
 /// Runs on its own pthread (not a Swift concurrency thread: the request path is plain threads and
 /// this must not depend on a cooperative pool being free). Each flush is one `sink.write` call,
@@ -97,7 +97,7 @@ public final class UsageFlusher: @unchecked Sendable {
         }
     }
 
-    /// Stops the thread and writes what is left (DESIGN §1: "flush accounting" on shutdown).
+    /// Stops the thread and writes what is left (shutdown flushes accounting).
     /// Safe to call more than once and without `start()`.
     public func shutdown() {
         stopping.store(true, ordering: .releasing)

@@ -15,7 +15,7 @@ public enum UsageGrouping: String, Sendable, CaseIterable {
     }
 }
 
-/// One row of a usage report, in DESIGN §10's shape:
+/// One row of a usage report, in the documented shape:
 /// `{"key","units","refused","dbReads","dbWrites","luaCpuMs","wallMs","bytesIn","bytesOut","events"}`.
 public struct UsageReportRow: Sendable, Hashable {
     public var key: String
@@ -54,7 +54,7 @@ public struct UsageReportRow: Sendable, Hashable {
     public static let fieldNames = ["key", "units", "refused", "dbReads", "dbWrites", "luaCpuMs", "wallMs", "bytesIn", "bytesOut", "events"]
 }
 
-/// A usage report over [from, to): `{"from","to","by","rows":[…]}` (DESIGN §10).
+/// A usage report over [from, to): `{"from","to","by","rows":[…]}`.
 public struct UsageReport: Sendable {
     public var from: Int64
     public var to: Int64

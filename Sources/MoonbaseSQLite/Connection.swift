@@ -30,7 +30,7 @@ public final class Connection {
     /// Statement cache bound: dynamic query SQL must not grow it without limit.
     static let maxCachedStatements = 256
 
-    /// Opens (creating if needed) the database at `path` and applies the pragmas of DESIGN §3.
+    /// Opens (creating if needed) the database at `path` and applies the storage pragmas (WAL, synchronous=NORMAL, foreign keys, busy timeout).
     /// - Throws: `ParseError` 1 when the file cannot be opened.
     public init(path: String, options: Options = Options(), functions: [SQLFunction] = []) throws(ParseError) {
         var db: OpaquePointer?

@@ -9,7 +9,7 @@ import Glibc
 /// pattern bytes and case flag. Connection-confined like its connection (the SQL function is
 /// only ever called on the thread using the connection).
 final class RegexCache {
-    /// Patterns longer than this are refused (DESIGN §3): bounded compile cost and state size.
+    /// Patterns longer than this are refused: bounded compile cost and state size.
     static let maxPatternBytes = 256
     static let capacity = 16
 
@@ -64,7 +64,7 @@ final class RegexCache {
     }
 
     /// glibc accepts `\1`…`\9` in EREs as an extension; back-references make matching
-    /// exponential, and DESIGN §3 rules them out.
+    /// exponential, so they are ruled out.
     static func rejectBackReferences(_ p: UnsafeBufferPointer<UInt8>) throws(ParseError) {
         var i = 0
         while i < p.count {

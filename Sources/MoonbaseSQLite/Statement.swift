@@ -1,7 +1,7 @@
 import CSQLite
 import MoonbaseCore
 
-/// `SQLITE_TRANSIENT` is a macro Swift cannot import (FINDINGS §4): SQLite copies the bytes.
+/// `SQLITE_TRANSIENT` is a macro Swift cannot import: SQLite copies the bytes.
 let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
 /// A prepared statement (`sqlite3_prepare_v3`, `SQLITE_PREPARE_PERSISTENT` when cached).

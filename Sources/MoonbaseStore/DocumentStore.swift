@@ -2,7 +2,7 @@ import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseSQLite
 
-/// The document store behind the REST API and Cloud Code (DESIGN §3): a protocol with the
+/// The document store behind the REST API and Cloud Code: a protocol with the
 /// SQLite implementation (`SQLiteDocumentStore`) as the default, so another backend can follow.
 ///
 /// Contract for every implementation:

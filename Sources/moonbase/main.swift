@@ -7,7 +7,7 @@ import Glibc
 #endif
 
 // `moonbase VERB [options]`: verbs map to small command functions in MoonbaseHost; a
-// `UsageError` exits 2, any other failure exits 1 (DESIGN §1).
+// `UsageError` exits 2, any other failure exits 1.
 Signals.block()
 let argv = Array(CommandLine.arguments.dropFirst())
 let code = Commands.run(argv)

@@ -5,7 +5,7 @@ import MoonbaseSQLite
 import Testing
 @testable import MoonbaseStore
 
-/// Timing loop for the W3/W3s/W5 budgets (DESIGN §9), not a timed test: it prints figures and
+/// Timing loop for the W3/W3s/W5 budgets (measured by make bench), not a timed test: it prints figures and
 /// only checks that the plans agree. Opt-in (it seeds 100k–1M rows):
 /// `MOONBASE_QUERY_PERF=1 [MOONBASE_QUERY_PERF_ROWS=1000000] swift test --filter QueryGeoPerfTests`.
 @Suite(.enabled(if: ProcessInfo.processInfo.environment["MOONBASE_QUERY_PERF"] == "1"))

@@ -89,12 +89,14 @@ class Moonbase:
 
 
 class PocketBase:
-    """PocketBase from shared/peers (its `posts` collection: public list and create rules)."""
+    """PocketBase from the peers kit in PEERS_DIR (its `posts` collection: public list and create rules)."""
     name = "pocketbase"
     tag_field = "category"
 
     def __init__(self, n):
-        peers = os.environ.get("PEERS_DIR", "/work/shared/peers")
+        peers = os.environ.get("PEERS_DIR")
+        if not peers:
+            raise SystemExit("the PocketBase side of R2 needs the peers kit: set PEERS_DIR (make bench explains it)")
         self.run_dir = tempfile.mkdtemp(prefix="moonbase-r2-pb-")
         self.port = free_port()
         self.env = dict(os.environ, PEERS_RUN_DIR=self.run_dir, PB_PORT=str(self.port), SEED_POSTS="0",

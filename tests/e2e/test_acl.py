@@ -1,4 +1,4 @@
-"""ACLs and class-level permissions against the real binary (DESIGN §8, §10; issue 4 item 4):
+"""ACLs and class-level permissions against the real binary (issue 4 item 4):
 the matrix owner / other user / anonymous / master × read / write × REST get / query / include /
 Lua `db.*` (as the caller and with `{master = true}`); default ACLs; `_User` email visible to the
 user and master only and never searchable by others; passwords and hashes in no response; CLPs

@@ -1,4 +1,4 @@
-"""The reference app (APP.md) played over HTTP against the real binary with the shipped
+"""The reference app (functions/README.md) played over HTTP against the real binary with the shipped
 `functions/`: posting and its authority rules, timeline newest/trending, map box, categories,
 search, comments paged by 5, reactions, views and hide flags. Accounts, stats, jobs and
 concurrency are in test_app_accounts.py and test_app_jobs.py."""

@@ -1,4 +1,4 @@
-"""The reference app's account side (APP.md): stats computed exactly, myPosts, myData, and the
+"""The reference app's account side (functions/README.md): stats computed exactly, myPosts, myData, and the
 cascades: deleteAccount, a post deleted over REST, a user deleted with the master key."""
 from test_app_support import (HOME, PASSWORD, app, call, call_error, comment, count, counters,  # noqa: F401
                               create_post, exact_counters, fetch, file_exists, get, ids, pct, pointer,

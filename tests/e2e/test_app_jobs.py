@@ -1,4 +1,4 @@
-"""The reference app's jobs, schedule and concurrency (APP.md): cleanupExpiredPosts through the
+"""The reference app's jobs, schedule and concurrency (functions/README.md): cleanupExpiredPosts through the
 jobs API and _JobStatus, seedDemo, `moonbase check` over the shipped folders, and 20 clients
 reacting, commenting and viewing at once with exact counters afterwards."""
 import json

@@ -80,7 +80,7 @@ def call(s, name, params, user):
 
 
 def call_error(s, name, params, user, code, status=None):
-    """Calls a function expecting a Parse error `code` (HTTP status per DESIGN §10)."""
+    """Calls a function expecting a Parse error `code` (HTTP status by code: 101 → 404, 119 → 403, 155 → 429, 1 → 500, else 400)."""
     r = s.call(name, params, session=user.token if user else None)
     expected = status or {101: 404, 119: 403, 155: 429, 1: 500}.get(code, 400)
     assert r.status_code == expected, f"{name}: {r.status_code} {r.text}"
@@ -164,7 +164,7 @@ def run_job(s, name, params=None, timeout=60):
 
 
 def pct(part, whole):
-    """APP.md's percentages: 0-100, one decimal, half up (as functions/account.lua rounds)."""
+    """The app's percentages: 0-100, one decimal, half up (as functions/account.lua rounds)."""
     if whole == 0:
         return 0
     import math

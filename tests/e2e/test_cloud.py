@@ -1,4 +1,4 @@
-"""Cloud Code end-to-end (issue 3, DESIGN §5 and §10): functions and their errors, validators,
+"""Cloud Code end-to-end (issue 3): functions and their errors, validators,
 rate limits, the `req` members, per-call globals vs module state, the helper namespaces;
 triggers through REST and `db.*` (beforeSave mutation and refusal, afterSave after commit,
 a failing beforeDelete rolling back its cascade, afterDelete, afterFind on get/find/include but

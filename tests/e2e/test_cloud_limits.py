@@ -1,4 +1,4 @@
-"""Cloud Code limits end-to-end (DESIGN §5, issue 3 item 7): a spinning script is stopped by the
+"""Cloud Code limits end-to-end (issue 3 item 7): a spinning script is stopped by the
 watchdog with 141 naming the limit while other requests keep being answered quickly; a memory
 bomb, a pathological pattern, a deep recursion, too many DB operations and an instruction budget
 each end their call with 141; the script's own pcall cannot catch a limit trip; and the VM that
@@ -214,7 +214,7 @@ def measure_window(s, headers, seconds, max_requests=1500):
 
 
 def test_spinning_script_does_not_stall_others(server_factory):
-    """p99 under 50 ms while one script spins (DESIGN §5). The machine is two shared cores: a
+    """p99 under 50 ms while one script spins. The machine is two shared cores: a
     window disturbed by a neighbour process (a build, a benchmark) is measured again, at most
     three windows of 2 s; every answer in every window must be right."""
     s = server_factory(functions={"limits.lua": LIMITS_LUA}).start()

@@ -1,4 +1,4 @@
-"""Cron and jobs against the real binary (DESIGN §6, §10 Jobs; issue 5): `POST /parse/jobs/NAME`,
+"""Cron and jobs against the real binary (issue 5): `POST /parse/jobs/NAME`,
 `_JobStatus` rows through the REST API (fields, progress while running, returned tables,
 overlap → skipped, timeouts, crash recovery), `moonbase jobs` / `--json` / `jobs run`,
 `GET /admin/jobs`, `moonbase check` on cron files, and one `* * * * *` schedule firing for real."""

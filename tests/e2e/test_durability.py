@@ -1,4 +1,4 @@
-"""Durability against the real binary (issue 2 Done-when; DESIGN §1, §3): a concurrent write load,
+"""Durability against the real binary (issue 2 Done-when): a concurrent write load,
 `kill -9` in the middle of it, a restart on the same data directory, and every write the server
 acknowledged is there, over several cycles; transactional batches are all-or-nothing across the
 crash; an acknowledged increment is never lost and an unacknowledged one is applied at most once.

@@ -1,4 +1,4 @@
-"""Bad input of every kind against the real binary (DESIGN §4, §8, §10; issue 2 Done-when): each
+"""Bad input of every kind against the real binary (issue 2 Done-when): each
 gets its 4xx with a Parse `{code, error}` body (or Parse's bare `{"error":"unauthorized"}`), and
 the data is intact afterwards: the canary objects are unchanged, the row count is what the good
 requests made, and no table was created or dropped by an injection attempt."""

@@ -1,4 +1,4 @@
-"""Files against the real binary (DESIGN §4, §10; issue 4 item 5): upload → 201 `{url, name}` with
+"""Files against the real binary (issue 4 item 5): upload → 201 `{url, name}` with
 a random prefix, download without any header and with the stored content type, delete with the
 master key only, path traversal refused or sanitised (nothing written or read outside
 `DATA/files`), uploads over 20 MiB → 413, and File values linking objects to files."""

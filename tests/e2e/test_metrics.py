@@ -1,4 +1,4 @@
-"""`/metrics` against the real binary (DESIGN §4, §10; issue 6): the text is checked by a strict
+"""`/metrics` against the real binary (issue 6): the text is checked by a strict
 Prometheus text-format 0.0.4 parser (below, itself tested on bad input), and holds requests by
 route and status, a latency histogram, units and refusals matching the requests made, Lua CPU,
 job runs by status and DB operations; `--metrics-require-master` binds it to the master key."""

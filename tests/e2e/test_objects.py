@@ -1,4 +1,4 @@
-"""Objects API against the real binary (DESIGN §3, §4, §10; issue 2 items 4-6): create / get /
+"""Objects API against the real binary (issue 2 items 4-6): create / get /
 update with every operator / delete, typed values, first type sticks, every query operator,
 order / limit / skip / keys / include / count, geo, full text, schemas, batch, request-id retries
 and health. One server for the module; every test uses its own class names."""

@@ -1,4 +1,4 @@
-"""Quotas and accounting against the real binary (DESIGN §7, §10 Quota; issue 6): the monthly
+"""Quotas and accounting against the real binary (issue 6): the monthly
 quota (429/155 + Retry-After, refused counted apart, master never refused, health and metrics
 free, the month counter surviving a graceful restart), `RateLimit-*` headers only while a limit
 applies, per-user vs per-IP minute limits and a function's own `rateLimit`, 1 unit per function

@@ -1,4 +1,4 @@
-"""Hot reload and deployment end-to-end (DESIGN §5, issue 3 item 8): a changed file serves within
+"""Hot reload and deployment end-to-end (issue 3 item 8): a changed file serves within
 1 s; a file that fails to load leaves the previous generation serving and is reported with
 file:line by `GET /admin/functions`; `PUT`/`GET`/`DELETE /admin/functions/FILE`; the CLI verbs
 `deploy`, `check` and `call`; and a reload under constant load drops no request."""

@@ -1,6 +1,6 @@
 /*
  * CJSON: the byte-level JSON machinery shared by the REST layer (MoonbaseJSON, the only Swift
- * importer) and the Lua bridge (CLuaBridge/lb_json.c). DESIGN §2: one C codec on the hot path.
+ * importer) and the Lua bridge (CLuaBridge/lb_json.c). One C codec on the hot path.
  *
  * Reading: cj_parse() validates a whole document (RFC 8259, UTF-8 included) in one pass and
  * writes a flat tape of tokens into caller-owned storage; consumers walk the tape and build their

@@ -1,7 +1,7 @@
 #ifndef MOONBASE_LUABRIDGE_H
 #define MOONBASE_LUABRIDGE_H
 /*
- * The opaque C face of the Lua bridge (FINDINGS §2, STYLE §3.3). Swift sees no lua.h: only the
+ * The opaque C face of the Lua bridge. Swift sees no lua.h: only the
  * handles, plain value structs and functions below. Every entry that runs Lua code does so inside
  * lua_pcall of a C body, so no longjmp ever crosses a Swift frame; Lua→Swift calls go through a C
  * trampoline that converts arguments with non-raising reads, calls Swift, and replays the answer

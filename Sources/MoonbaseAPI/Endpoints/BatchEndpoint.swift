@@ -4,7 +4,7 @@ import MoonbaseJSON
 import MoonbaseStore
 
 /// `POST /parse/batch`: up to 50 class sub-requests, answered in order; `transaction: true`
-/// makes it all-or-nothing (DESIGN §10). A batch costs one unit.
+/// makes it all-or-nothing. A batch costs one unit.
 enum BatchEndpoint {
     static let maxRequests = 50
 

@@ -4,7 +4,7 @@ import MoonbaseJSON
 import MoonbaseQuota
 import MoonbaseStore
 
-/// `/parse/classes/...`: create, get, update, delete, query (DESIGN §4).
+/// `/parse/classes/...`: create, get, update, delete, query.
 enum ClassesEndpoints {
     static func routes(_ s: Services) -> [(String, String, Endpoint)] {
         [

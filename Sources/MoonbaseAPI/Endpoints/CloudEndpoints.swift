@@ -72,7 +72,7 @@ enum CloudEndpoints {
         return .json(200, JSON.encode(s.store.getSchema(className) ?? .object(["className": .string(className)])))
     }
 
-    /// The endpoint that runs a Lua `cloud.route` (no application id needed; DESIGN §10).
+    /// The endpoint that runs a Lua `cloud.route` (no application id needed).
     static func luaRoute(_ s: Services, method: String, pattern: String) -> Endpoint {
         Endpoint("route:\(method) \(pattern)", access: .open) { req throws(ParseError) in
             req.target = .route(method: method, pattern: pattern)

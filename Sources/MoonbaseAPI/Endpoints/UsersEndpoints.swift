@@ -5,7 +5,7 @@ import MoonbaseJSON
 import MoonbaseQuota
 import MoonbaseStore
 
-/// Users, login, logout, sessions and the OAuth token endpoint (DESIGN §4, §8, §10).
+/// Users, login, logout, sessions and the OAuth token endpoint.
 /// Password hashing runs here, on a worker thread (these endpoints are never inline).
 enum UsersEndpoints {
     static func routes(_ s: Services) -> [(String, String, Endpoint)] {

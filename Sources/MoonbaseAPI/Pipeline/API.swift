@@ -221,8 +221,8 @@ public final class API: HTTPHandler {
 
     // MARK: keys and sessions
 
-    /// Checks the application id / REST key / master key and resolves the session
-    /// (DESIGN §4, §10): wrong app id or REST key → 403 `{"error":"unauthorized"}`; master-only
+    /// Checks the application id / REST key / master key and resolves the session:
+    /// wrong app id or REST key → 403 `{"error":"unauthorized"}`; master-only
     /// without the master key → 403/119; an invalid session token → 209.
     func authenticate(_ req: APIRequest, _ access: Access) throws(ParseError) {
         let http = req.http

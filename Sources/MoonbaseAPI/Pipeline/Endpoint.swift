@@ -2,7 +2,7 @@ import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseQuota
 
-/// Which keys a route needs before its endpoint runs (DESIGN §4, §10).
+/// Which keys a route needs before its endpoint runs.
 public enum Access: Sendable {
     /// No keys at all: `/parse/health`, file downloads, Lua routes, `/metrics` (unless bound to
     /// the master key), `/oauth/token` (its own client_id check).

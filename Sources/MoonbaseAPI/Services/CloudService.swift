@@ -10,7 +10,7 @@ import Glibc
 #endif
 
 /// One generation of Cloud Code: the sources of `functions/*.lua` as they were when loaded,
-/// and what their load pass registered. VMs are built per thread from it (DESIGN §5).
+/// and what their load pass registered. VMs are built per thread from it.
 public struct Generation: Sendable {
     public let id: Int
     public let sources: [(file: String, text: String)]

@@ -4,7 +4,7 @@ import MoonbaseJSON
 import MoonbaseQuota
 import MoonbaseSQLite
 
-/// Cron and jobs (DESIGN §6): the scheduler over `cron/*.cron`, running `cloud.job`s on VMs of
+/// Cron and jobs: the scheduler over `cron/*.cron`, running `cloud.job`s on VMs of
 /// their own (one thread per run, never an HTTP worker) and recording `_JobStatus` rows.
 public final class JobService: Sendable {
     public let scheduler: Scheduler

@@ -5,7 +5,7 @@ import MoonbaseOutbound
 import MoonbaseRealtime
 import MoonbaseStore
 
-/// The `db`, `files` and `auth` namespaces of Cloud Code (DESIGN §5, §10), over the object
+/// The `db`, `files` and `auth` namespaces of Cloud Code, over the object
 /// service: the same permissions, triggers and transactions as REST. `db.*` runs with the
 /// caller's identity unless the options table says `master = true`. Also `http.request`
 /// (outbound HTTP through MoonbaseOutbound) and `config.get` (Parse Config).

@@ -42,7 +42,7 @@ public protocol TriggerRunner: Sendable {
 }
 
 /// Object operations with class permissions, ACLs and triggers, shared by REST, batch and
-/// Lua's `db.*` (DESIGN §10 "Transactions"): a write and its before-trigger run in one
+/// Lua's `db.*`: a write and its before-trigger run in one
 /// transaction on the writer (the trigger's own `db.*` writes join it), after-triggers run after
 /// commit and their errors are logged, not returned.
 public final class ObjectService: Sendable {
@@ -153,7 +153,7 @@ public final class ObjectService: Sendable {
     }
 
     /// After-triggers run after commit (or right away outside a transaction) in a transaction of
-    /// their own, which their error rolls back (DESIGN §10); the error is only logged.
+    /// their own, which their error rolls back; the error is only logged.
     func runAfter(_ caller: CallerContext, _ body: @escaping () throws(ParseError) -> Void) {
         let store = self.store
         let run = {

@@ -2,7 +2,7 @@ import MoonbaseCore
 import MoonbaseJSON
 
 /// The host side of the `db`, `files`, `auth`, `http` and `config` namespaces, implemented by
-/// MoonbaseAPI over the store (STYLE §3.15: one namespace per concern, registered by name).
+/// MoonbaseAPI over the store (one namespace per concern, registered by name).
 ///
 /// Contract:
 /// - `call` runs on the thread of the VM that called it, while the Lua call is suspended.
@@ -19,7 +19,7 @@ public protocol CloudHostAPI: Sendable {
     func call(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue
 }
 
-/// The host namespaces and their functions (DESIGN §5, §10).
+/// The host namespaces and their functions.
 public enum CloudHostNamespaces {
     public static let standard: [String: [String]] = [
         "db": ["get", "find", "first", "count", "distinct", "create", "update", "delete",

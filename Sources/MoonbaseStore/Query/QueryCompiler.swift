@@ -26,7 +26,7 @@ public struct QueryCompiler: Sendable {
     public static let maxConstraints = 512
     /// Elements of one `$in`/`$nin`/`$all` list.
     public static let maxListLength = 1000
-    /// `$regex` patterns, in bytes (DESIGN §3).
+    /// `$regex` patterns, in bytes.
     public static let maxRegexBytes = 256
 
     public init(schema: QuerySchema, subqueries: SubqueryContext? = nil) {

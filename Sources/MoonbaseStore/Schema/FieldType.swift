@@ -32,7 +32,7 @@ public struct FieldInfo: Sendable, Hashable {
 /// Naming of the SQL objects behind a class. Every name here is built from validated class and
 /// field names only (`Naming.isValidClassName`/`isValidFieldName`), and always double-quoted.
 ///
-/// Layout of a class table (DESIGN §3):
+/// Layout of a class table:
 /// ```sql
 /// CREATE TABLE "Post"(
 ///   rid INTEGER PRIMARY KEY,          -- rowid: key of the R*Tree and FTS5 side tables

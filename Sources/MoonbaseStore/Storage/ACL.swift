@@ -27,7 +27,7 @@ public enum ACLs {
         return o
     }
 
-    /// Moonbase's default (DESIGN §10): public read, owner read/write for a user session; none
+    /// Moonbase's default: public read, owner read/write for a user session; none
     /// (public) for anonymous or master. A `_User` row is public read, self write.
     public static func defaultACL(className: String, objectId: String, identity: Identity) -> JSONObject? {
         if className == "_User" { return ["*": ["read": true], objectId: ["read": true, "write": true]] }

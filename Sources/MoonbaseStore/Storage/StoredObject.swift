@@ -4,7 +4,7 @@ import MoonbaseSQLite
 
 /// A stored object as read from its class table: the reserved columns plus the `data` JSON text
 /// of the other fields, kept as bytes so responses can splice it without a parse/encode round
-/// trip (FINDINGS §4/§5).
+/// trip.
 public struct StoredObject: Sendable, Equatable {
     public var className: String
     /// The row id (key of the R*Tree and FTS5 side tables).

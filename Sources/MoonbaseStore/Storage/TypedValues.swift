@@ -1,7 +1,7 @@
 import MoonbaseCore
 import MoonbaseJSON
 
-/// Validation and canonical forms of field values (DESIGN §3 types, Parse's JSON encoding).
+/// Validation and canonical forms of field values (Parse's JSON encoding).
 ///
 /// - Date `{"__type":"Date","iso":…}`: any ISO-8601 instant, stored as canonical UTC with ms
 ///   (`2026-11-29T20:23:45.678Z`), so stored dates compare correctly as text;

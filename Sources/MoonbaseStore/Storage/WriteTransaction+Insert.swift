@@ -9,7 +9,7 @@ extension WriteTransaction {
     /// - Parameters:
     ///   - fields: the body; `ACL` in it is used when `acl` is nil; `createdAt`/`updatedAt` are
     ///     ignored; `objectId` is refused (105); `__op`s give their create value.
-    ///   - acl: the ACL; nil → DESIGN §10 default (`ACLs.defaultACL`); JSON `null` → none.
+    ///   - acl: the ACL; nil → default (`ACLs.defaultACL`); JSON `null` → none.
     ///   - allowInternalFields: lets trusted callers (the auth module) write `_`-prefixed fields
     ///     such as `_hashed_password`; never set it for client input.
     /// - Returns: the stored object (objectId from `Random.alphanumeric(10)`, createdAt =
