@@ -129,16 +129,8 @@ static inline size_t mb_sockaddr_ip(const struct sockaddr *sa, char *buf, size_t
 /** Writes the client's numeric address into buf (NUL-terminated); returns its length or 0. */
 static inline size_t mb_mhd_client_ip(struct MHD_Connection *c, char *buf, size_t len) {
     const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    if (i == NULL || i->client_addr == NULL || len == 0) return 0;
-    const struct sockaddr *sa = i->client_addr;
-    const char *r = NULL;
-    if (sa->sa_family == AF_INET) {
-        r = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
-    } else if (sa->sa_family == AF_INET6) {
-        r = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
-    }
-    if (r == NULL) { buf[0] = '\0'; return 0; }
-    return strlen(buf);
+    if (i == NULL || len == 0) return 0;
+    return mb_sockaddr_ip(i->client_addr, buf, len);
 }
 
 /** Unblocks one signal on the calling thread (worker threads take the Lua watchdog's SIGURG). */

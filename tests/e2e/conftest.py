@@ -119,6 +119,18 @@ class Server:
         return self.req("POST", f"/parse/functions/{name}", params or {}, session=session, master=master)
 
 
+def wait_job(s, job_id, timeout=60):
+    """Polls a job run's `_JobStatus` row until it is no longer running; returns the row."""
+    deadline = time.time() + timeout
+    row = None
+    while time.time() < deadline:
+        row = s.req("GET", f"/parse/classes/_JobStatus/{job_id}", master=True).json()
+        if row.get("status") != "running":
+            return row
+        time.sleep(0.1)
+    return row
+
+
 def example_files(app, folder):
     """The files of examples/APP/FOLDER (functions or cron), as {relative name: text}, to start a
     server with exactly what the example ships."""

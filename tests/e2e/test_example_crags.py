@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import requests
 
-from conftest import BIN, ROOT, Server, example_files
+from conftest import BIN, ROOT, example_files, wait_job
 
 GEO = lambda lat, lng: {"__type": "GeoPoint", "latitude": lat, "longitude": lng}
 DATE = lambda iso: {"__type": "Date", "iso": iso}
@@ -279,14 +279,7 @@ def test_deleting_an_account_removes_reviews_files_and_profile(app):
 def test_seed_and_recount_jobs(app):
     r = app.req("POST", "/parse/jobs/seedDemo", {}, master=True)
     assert r.status_code == 200
-    job = r.headers["X-Parse-Job-Status-Id"]
-    import time
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        st = app.req("GET", f"/parse/classes/_JobStatus/{job}", master=True).json()
-        if st["status"] != "running":
-            break
-        time.sleep(0.2)
+    st = wait_job(app, r.headers["X-Parse-Job-Status-Id"], timeout=120)
     assert st["status"] == "succeeded", st.get("message")
     login = app.req("POST", "/parse/login", {"username": "alex", "password": "moonbase-demo"})
     assert login.status_code == 200
@@ -296,12 +289,6 @@ def test_seed_and_recount_jobs(app):
     # drift a counter with the master key; the recount job repairs it
     app.req("PUT", f"/parse/classes/Crag/{near[0]['objectId']}", {"reviewsCount": 99}, master=True)
     r = app.req("POST", "/parse/jobs/recountReviews", {}, master=True)
-    job = r.headers["X-Parse-Job-Status-Id"]
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        st = app.req("GET", f"/parse/classes/_JobStatus/{job}", master=True).json()
-        if st["status"] != "running":
-            break
-        time.sleep(0.2)
+    st = wait_job(app, r.headers["X-Parse-Job-Status-Id"])
     assert st["status"] == "succeeded" and '"fixed":1' in st["message"], st
     assert app.req("GET", f"/parse/classes/Crag/{near[0]['objectId']}", master=True).json()["reviewsCount"] == 6

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import BIN, ROOT, example_files
+from conftest import BIN, ROOT, example_files, wait_job
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def push(s, token, notes):
     return r.json()["result"]["results"]
 
 
-def note(noteId, modifiedAt, device, title="t", body="b", deleted=None):
+def note(noteId, modifiedAt, device="phone", title="t", body="b", deleted=None):
     n = {"noteId": noteId, "title": title, "body": body, "modifiedAt": modifiedAt, "device": device}
     if deleted is not None:
         n["deleted"] = deleted
@@ -177,24 +177,12 @@ def test_purge_tombstones_job(app):
     t, _ = signup(app, "ada")
     push(app, t, [note("keep", 1, "d"), note("gone", 1, "d", deleted=True)])
     r = app.req("POST", "/parse/jobs/purgeTombstones", {"days": 0}, master=True)
-    job = r.headers["X-Parse-Job-Status-Id"]
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        st = app.req("GET", f"/parse/classes/_JobStatus/{job}", master=True).json()
-        if st["status"] != "running":
-            break
-        time.sleep(0.1)
+    st = wait_job(app, r.headers["X-Parse-Job-Status-Id"])
     assert st["status"] == "succeeded" and '"purged":1' in st["message"], st
     assert stored(app, t, "gone") is None and stored(app, t, "keep") is not None
     # the default keeps 30 days of tombstones
     push(app, t, [note("recent", 2, "d", deleted=True)])
     r = app.req("POST", "/parse/jobs/purgeTombstones", {}, master=True)
-    job = r.headers["X-Parse-Job-Status-Id"]
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        st = app.req("GET", f"/parse/classes/_JobStatus/{job}", master=True).json()
-        if st["status"] != "running":
-            break
-        time.sleep(0.1)
+    st = wait_job(app, r.headers["X-Parse-Job-Status-Id"])
     assert '"purged":0' in st["message"], st
     assert stored(app, t, "recent") is not None

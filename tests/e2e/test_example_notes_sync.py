@@ -7,24 +7,8 @@ import time
 import pytest
 import websockets
 
-from conftest import APP_ID, example_files
-
-
-@pytest.fixture
-def app(server_factory):
-    return server_factory(functions=example_files("notes", "functions"), cron=example_files("notes", "cron")).start()
-
-
-def signup(s, name):
-    r = s.req("POST", "/parse/users", {"username": name, "password": "pw-" + name})
-    assert r.status_code == 201, r.text
-    return r.json()["sessionToken"]
-
-
-def push(s, token, notes):
-    r = s.call("pushNotes", {"notes": notes}, session=token)
-    assert r.status_code == 200, r.text
-    return r.json()["result"]["results"]
+from conftest import APP_ID
+from test_example_notes import app, note, push, signup  # noqa: F401 (app is a fixture)
 
 
 def pull(s, token, since, limit=100):
@@ -33,15 +17,8 @@ def pull(s, token, since, limit=100):
     return r.json()["result"]
 
 
-def note(noteId, modifiedAt, device="phone", title="t", deleted=None):
-    n = {"noteId": noteId, "title": title, "body": "b", "modifiedAt": modifiedAt, "device": device}
-    if deleted is not None:
-        n["deleted"] = deleted
-    return n
-
-
 def test_pull_from_a_cursor_returns_each_changed_note_once_at_its_latest_state(app):
-    ada = signup(app, "ada")
+    ada, _ = signup(app, "ada")
     push(app, ada, [note(f"n{i}", 1000) for i in range(5)])
     first = pull(app, ada, 0)
     assert sorted(n["noteId"] for n in first["notes"]) == [f"n{i}" for i in range(5)]
@@ -61,15 +38,15 @@ def test_pull_from_a_cursor_returns_each_changed_note_once_at_its_latest_state(a
     p2 = pull(app, ada, p1["next"], limit=2)
     assert {n["noteId"] for n in p1["notes"] + p2["notes"]} == {"n1", "n2", "n9"}
     # another user's cursor sees none of it; bad cursors are 142
-    bob = signup(app, "bob")
+    bob, _ = signup(app, "bob")
     assert pull(app, bob, 0)["notes"] == []
     assert app.call("pullNotes", {"since": -1}, session=ada).json()["code"] == 142
     assert app.call("pullNotes", {"since": "x"}, session=ada).json()["code"] == 142
 
 
 def test_a_shared_note_syncs_to_the_collaborator_by_pull(app):
-    ada = signup(app, "ada")
-    bob = signup(app, "bob")
+    ada, _ = signup(app, "ada")
+    bob, _ = signup(app, "bob")
     cursor = pull(app, bob, 0)["next"]
     push(app, ada, [note("plan", 1000, title="trip")])
     assert pull(app, bob, cursor)["notes"] == []
@@ -106,8 +83,8 @@ async def _events(ws, count, timeout=20):
 
 
 def test_live_sync_reaches_the_other_device_within_a_second_and_reconnect_misses_nothing(app):
-    ada = signup(app, "ada")
-    stranger = signup(app, "eve")
+    ada, _ = signup(app, "ada")
+    stranger, _ = signup(app, "eve")
 
     async def scenario():
         laptop = await _connect(app, ada)
