@@ -97,7 +97,10 @@ public enum Log {
             line += "\n"
         }
         var l = line
-        l.withUTF8 { LogOutput.write($0, urgent: level >= .warn) }
+        // Event lines (reloads, jobs, Lua's log.*, failures) are written at once, as a reader
+        // of the log expects; only the per-request lines (RequestLog) and debug chatter are
+        // buffered, which is where a write per line would cost on the hot path.
+        l.withUTF8 { LogOutput.write($0, urgent: level >= .info) }
     }
 
     /// Minimal JSON string quoting for log lines (the hot-path codec lives in MoonbaseJSON).

@@ -3,6 +3,7 @@ with a clear 503 naming the cause, /parse/health reports the store read-only, th
 logged once, nothing acknowledged is lost, and writes resume by themselves when space returns."""
 import os
 import subprocess
+import time
 import tempfile
 
 import pytest
@@ -51,6 +52,10 @@ def test_disk_full_is_503_read_only_and_recovers(small_fs):
         # Every acknowledged write is there.
         for oid in acked[:: max(1, len(acked) // 20)] + acked[-1:]:
             assert srv.req("GET", f"/parse/classes/Fill/{oid}").status_code == 200
+        # Info lines reach the log through its buffer (written every 100 ms): wait for them.
+        deadline = time.time() + 10
+        while "disk-full episode over" not in srv.read_log() and time.time() < deadline:
+            time.sleep(0.1)
         log = srv.read_log()
         assert log.count("database or disk is full (") == 1, log[-2000:]
         assert "disk-full episode over" in log
