@@ -9,7 +9,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 SWIFT_FLAGS ?=
 
-.PHONY: all deps test-deps apt-install venv build release run test unit e2e bench check chaos clean dashboard-assets
+.PHONY: all deps test-deps apt-install venv build release run run-example test unit e2e bench check chaos clean dashboard-assets
 
 all: build
 
@@ -46,6 +46,12 @@ release: deps
 
 run: release
 	.build/release/moonbase serve --host 127.0.0.1 --port 8080 --data ./data --functions ./functions --cron ./cron
+
+# An example app (examples/APP) on 127.0.0.1:8080 with its own data folder: make run-example APP=pals
+run-example:
+	@test -n "$(APP)" -a -d "examples/$(APP)/functions" || { echo "usage: make run-example APP=crags|notes|pals" >&2; exit 2; }
+	@$(MAKE) --no-print-directory release
+	.build/release/moonbase serve --host 127.0.0.1 --port 8080 --data ./data-$(APP) --functions examples/$(APP)/functions --cron examples/$(APP)/cron
 
 check: build
 	.build/debug/moonbase check functions
