@@ -89,7 +89,7 @@ for t in wrk curl sqlite3 python3; do command -v "$t" > /dev/null || die "$t is 
 
 { echo "date: $(date -u +%FT%TZ)"; uname -a; grep -m1 'model name' /proc/cpuinfo || true; echo "cores: $(nproc)"
   free -m | head -2; echo "loadavg: $(cat /proc/loadavg)"; echo "autogroup: $(cat /proc/self/autogroup 2>/dev/null || true) nice: $(nice)"
-  echo "moonbase: $MOONBASE_BIN ($(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  echo "moonbase: ${MOONBASE_BIN#"$REPO"/} ($(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"   # repo-relative: results name no machine path
   { wrk -v 2>&1 || true; } | head -1
   echo "wrk -t$THREADS -c$CONNS (W5 -c$W5_CONNS) -d$DURATION --latency, warm-up $WARMUP, median of $REPEAT"
   echo "posts: W3 $POSTS, W5 $POSTS_W5, W6 $POSTS_W6"

@@ -10,6 +10,17 @@ extension LuaVM {
     /// - Throws: `LuaLoadError` with file:line for syntax errors, runtime errors, bad or
     ///   duplicate declarations and tripped limits.
     public func load(file: String, source: String, limits: LuaLimits = .loadDefaults) throws(LuaLoadError) {
+        try loadPass(file: file, limits: limits) { res in
+            var src = source
+            src.withUTF8 { b in
+                b.withMemoryRebound(to: CChar.self) { _ = lb_load(handle, "@" + file, $0.baseAddress, $0.count, limits.bridge, &res) }
+            }
+        }
+    }
+
+    /// One load pass of `file` (its top level, or a module it requires): the load context is
+    /// current while `run` fills the bridge's result; a failure becomes a `LuaLoadError`.
+    private func loadPass(file: String, limits: LuaLimits, _ run: (inout lb_result) -> Void) throws(LuaLoadError) {
         let ctx = makeContext(identity: .anonymous, user: nil, requestId: nil, name: "load \(file)", limits: limits)
         loadingFile = file
         contexts.append(ctx)
@@ -19,11 +30,7 @@ extension LuaVM {
         }
         var res = lb_result()
         defer { lb_result_free(&res) }
-        let lim = limits.bridge
-        var src = source
-        src.withUTF8 { b in
-            b.withMemoryRebound(to: CChar.self) { _ = lb_load(handle, "@" + file, $0.baseAddress, $0.count, lim, &res) }
-        }
+        run(&res)
         if res.status == Int32(LB_OK) { return }
         throw loadError(&res, file: file, context: ctx)
     }
@@ -107,18 +114,7 @@ extension LuaVM {
 
     /// Runs `require(name)` outside any file (a module already loaded is not run again).
     public func requireModule(_ name: String, file: String, limits: LuaLimits = .loadDefaults) throws(LuaLoadError) {
-        let ctx = makeContext(identity: .anonymous, user: nil, requestId: nil, name: "load \(file)", limits: limits)
-        loadingFile = file
-        contexts.append(ctx)
-        defer {
-            contexts.removeLast()
-            loadingFile = nil
-        }
-        var res = lb_result()
-        defer { lb_result_free(&res) }
-        _ = lb_require_module(handle, name, limits.bridge, &res)
-        if res.status == Int32(LB_OK) { return }
-        throw loadError(&res, file: file, context: ctx)
+        try loadPass(file: file, limits: limits) { res in _ = lb_require_module(handle, name, limits.bridge, &res) }
     }
 
     func declare(_ d: CloudDeclaration, _ args: [LuaValue], _ keep: inout [Int32]) throws(ParseError) -> JSONValue {

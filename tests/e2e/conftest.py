@@ -119,6 +119,30 @@ class Server:
         return self.req("POST", f"/parse/functions/{name}", params or {}, session=session, master=master)
 
 
+def rss_anon_kib(pid):
+    """The process's private memory (RssAnon from /proc, KiB): file-backed SQLite pages excluded."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+    raise AssertionError("no RssAnon")
+
+
+def recv_until_close(sock, timeout=20):
+    """Everything the server sends on `sock` until it closes (or a reset or the timeout)."""
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def wait_job(s, job_id, timeout=60):
     """Polls a job run's `_JobStatus` row until it is no longer running; returns the row."""
     deadline = time.time() + timeout

@@ -7,7 +7,7 @@ import time
 
 import websockets
 
-from conftest import APP_ID, MASTER_KEY
+from conftest import APP_ID, MASTER_KEY, recv_until_close
 from test_livequery_ws import connected, raw_handshake, masked_frame, recv_json, rss_anon_kib, run, signup
 
 
@@ -174,13 +174,7 @@ def test_reader_that_never_reads_is_dropped(server_factory):
     assert rss_anon_kib(server.proc.pid) < base + 64 * 1024
     # Now read everything: the stream ends with an error asking to reconnect, long before
     # all the events.
-    s.settimeout(20)
-    data = b""
-    while True:
-        chunk = s.recv(1 << 20)
-        if not chunk:
-            break
-        data += chunk
+    data = recv_until_close(s, 20)
     s.close()
     texts = [p.decode(errors="replace") for op, p in frames_of(data) if op == 1]
     events = [t for t in texts if '"op":"create"' in t]

@@ -12,7 +12,7 @@ import time
 import pytest
 import websockets
 
-from conftest import APP_ID, MASTER_KEY
+from conftest import APP_ID, MASTER_KEY, recv_until_close, rss_anon_kib  # noqa: F401 (rss_anon_kib: also for test_livequery_events)
 
 
 def ws_url(server):
@@ -39,14 +39,6 @@ def signup(server, name):
     r = server.req("POST", "/parse/users", {"username": name, "password": "pw-" + name})
     assert r.status_code == 201, r.text
     return r.json()["objectId"], r.json()["sessionToken"]
-
-
-def rss_anon_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    raise AssertionError("no RssAnon")
 
 
 def raw_handshake(port, key=None, version="13", path="/parse"):
@@ -83,16 +75,7 @@ def masked_frame(payload, opcode=1, mask=True):
 
 def read_frames_until_close(s, timeout=20):
     """Reads server frames until EOF; returns [(opcode, payload)]."""
-    s.settimeout(timeout)
-    data = b""
-    while True:
-        try:
-            chunk = s.recv(65536)
-        except (ConnectionResetError, socket.timeout):
-            break
-        if not chunk:
-            break
-        data += chunk
+    data = recv_until_close(s, timeout)
     frames = []
     while len(data) >= 2:
         op, n = data[0] & 0x0F, data[1] & 0x7F

@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from conftest import APP_ID, Server
+from conftest import APP_ID, Server, rss_anon_kib
 
 N = 1 << 62
 
@@ -77,14 +77,6 @@ C_LOOPS = ["move", "insertFar", "removeFar", "moveCaught"]
 
 def err(r):
     return r.status_code, r.json().get("code"), r.json().get("error", "")
-
-
-def rss_anon_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1])
-    raise AssertionError("no RssAnon")
 
 
 @pytest.fixture(scope="module")
