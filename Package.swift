@@ -23,6 +23,7 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Debian's libwslay-dev ships no pkg-config file: the module map links -lwslay.
         .systemLibrary(name: "CWslay", providers: [.apt(["libwslay-dev"])]),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
 
         // Our C targets.
         .target(name: "CJSON"),
@@ -43,6 +44,7 @@ let package = Package(
         .target(name: "MoonbaseQuota", dependencies: ["MoonbaseCore"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD", "CHTTPGuard"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseOutbound", dependencies: ["CCurl"], swiftSettings: swiftSettings),
+        .target(name: "MoonbasePostgres", dependencies: ["MoonbaseCore", "CLibPQ"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseRealtime", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseStore"],
                 swiftSettings: swiftSettings),
         .target(

@@ -1,0 +1,287 @@
+import MoonbaseCore
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A bounded, thread-safe pool of `PGConnection`s to one database, with transactions.
+///
+/// Thread-safety: `Sendable`. A connection belongs to one caller between checkout and return;
+/// a connection that broke, or that is still inside a transaction, is closed instead of being
+/// reused. `transaction` runs its body in `BEGIN ISOLATION LEVEL …` on one connection; a nested
+/// `transaction` (or `withConnection`) on a thread already inside one joins it, through a
+/// savepoint, as `Database.write` does on SQLite, so code that writes never needs to know
+/// whether a caller opened a transaction. A serializable transaction that loses a race
+/// (SQLSTATE 40001 / 40P01) runs again from the start, up to `Options.maxRetries` times, then
+/// fails with 141.
+///
+/// ```swift
+/// let pool = try PGPool(url: "postgres://postgres@127.0.0.1:5432/postgres")
+/// try pool.transaction { (tx) throws(ParseError) in
+///     let n = try tx.connection.execute("SELECT n FROM counter WHERE id = 1").scalar?.int64 ?? 0
+///     try tx.connection.execute("UPDATE counter SET n = $1 WHERE id = 1", [.integer(n + 1)])
+///     tx.onCommit { print("committed") }
+/// }
+/// ```
+public final class PGPool: Sendable {
+    public struct Options: Sendable {
+        /// At most this many connections are open at once.
+        public var maxConnections = 8
+        /// How long a caller waits for a free connection before "database busy".
+        public var acquireTimeoutMillis = 30_000
+        /// Runs of a transaction after the first one, when it loses a serialization race.
+        public var maxRetries = 3
+        public var connectTimeoutSeconds = 10
+        public init() {}
+    }
+
+    public let url: String
+    public let options: Options
+    let serial: Int
+    private let gate: PoolGate
+    private static let serials = Atomic<Int>(0)
+
+    /// Opens the pool and one connection (so a wrong URL or an unreachable server fails here).
+    /// - Throws: `ParseError` 1 "database connection lost" (503) when the server cannot be reached.
+    public init(url: String, options: Options = Options()) throws(ParseError) {
+        self.url = url
+        self.options = options
+        self.serial = PGPool.serials.add(1, ordering: .relaxed).newValue
+        self.gate = PoolGate(limit: max(1, options.maxConnections))
+        let first = try PGConnection(url: url, connectTimeoutSeconds: options.connectTimeoutSeconds)
+        gate.adopt(first)
+    }
+
+    deinit { close() }
+
+    /// Closes idle connections and refuses new checkouts. Connections in use are closed when returned.
+    public func close() { gate.close() }
+
+    /// Connections open now, idle or in use (tests, metrics).
+    public var openConnections: Int { gate.openCount }
+
+    // MARK: Connections
+
+    /// Runs `body` with a connection: the calling thread's transaction connection when it is
+    /// inside `transaction`, else a pooled one in autocommit mode.
+    public func withConnection<T>(_ body: (PGConnection) throws(ParseError) -> T) throws(ParseError) -> T {
+        if let tx = PGThreadState.current.value.transaction(for: serial) { return try body(tx.connection) }
+        let conn = try acquire()
+        defer { gate.returnConnection(conn) }
+        return try body(conn)
+    }
+
+    private func acquire() throws(ParseError) -> PGConnection {
+        switch gate.checkout(timeoutMillis: options.acquireTimeoutMillis) {
+        case .connection(let c):
+            return c
+        case .mayOpen:
+            do {
+                return try PGConnection(url: url, connectTimeoutSeconds: options.connectTimeoutSeconds)
+            } catch {
+                gate.openFailed()
+                throw error
+            }
+        case .timedOut:
+            throw ParseError(.internalError, "database busy", underlying: "no pooled PostgreSQL connection within \(options.acquireTimeoutMillis) ms",
+                             headers: [("Retry-After", "1")], status: 503)
+        case .closed:
+            throw ParseError.internalError("database pool is closed")
+        }
+    }
+
+    // MARK: Transactions
+
+    /// The transaction the calling thread holds on this pool, if any.
+    public var currentTransaction: PGTransaction? {
+        PGThreadState.current.existing?.transaction(for: serial)
+    }
+
+    /// Runs `body` in a transaction and commits it; rolls back when `body` throws. Nested on a
+    /// thread already in a transaction of this pool: joins it in a savepoint (the isolation
+    /// level is the outer one's). Work registered with `onCommit` runs after the outermost
+    /// commit, outside the transaction, in registration order.
+    /// - Throws: the body's error; 141 when the transaction still loses a serialization race
+    ///   after `options.maxRetries` further runs; 503 when the database cannot be reached.
+    @discardableResult
+    public func transaction<T>(isolation: PGIsolation = .serializable,
+                               _ body: (PGTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
+        let state = PGThreadState.current.value
+        if let tx = state.transaction(for: serial) { return try tx.nested(body) }
+        var retries = 0
+        var reconnects = 0
+        while true {
+            let conn = try acquire()
+            conn.resetConflict()
+            do {
+                try conn.execute("BEGIN ISOLATION LEVEL \(isolation.sql)")
+            } catch {
+                gate.returnConnection(conn)
+                // Nothing ran yet: a connection that died while idle (server restart) is
+                // replaced once rather than failing the caller.
+                if !conn.isUsable && reconnects == 0 {
+                    reconnects += 1
+                    continue
+                }
+                throw error
+            }
+            let tx = PGTransaction(connection: conn, pool: self)
+            state.transactions.append((serial, tx))
+            let outcome: Result<T, ParseError>
+            do {
+                let value = try body(tx)
+                if !conn.isInFailedTransaction {
+                    try conn.execute("COMMIT")
+                    outcome = .success(value)
+                } else {
+                    // A statement failed and the body carried on: PostgreSQL would turn COMMIT
+                    // into ROLLBACK without an error, so say it.
+                    outcome = .failure(ParseError.internalError("transaction aborted by an earlier failed statement"))
+                }
+            } catch {
+                outcome = .failure(error)
+            }
+            state.transactions.removeAll { $0.pool == serial }
+            switch outcome {
+            case .success(let value):
+                gate.returnConnection(conn)
+                tx.runCommitHooks()
+                return value
+            case .failure(let error):
+                if conn.isUsable && !conn.isIdle { _ = try? conn.execute("ROLLBACK") }
+                gate.returnConnection(conn)
+                guard conn.sawConflict else { throw error }
+                guard retries < options.maxRetries else {
+                    throw ParseError(.scriptFailed, PGError.conflictMessage,
+                                     underlying: "gave up after \(retries + 1) runs: \(error.underlying ?? error.message)")
+                }
+                retries += 1
+                // A short random pause keeps two losers from colliding again in lockstep.
+                usleep(UInt32.random(in: 1_000...(5_000 * UInt32(retries))))
+            }
+        }
+    }
+}
+
+/// Transaction isolation levels (https://www.postgresql.org/docs/15/transaction-iso.html).
+public enum PGIsolation: Sendable {
+    case readCommitted, repeatableRead, serializable
+
+    var sql: String {
+        switch self {
+        case .readCommitted: return "READ COMMITTED"
+        case .repeatableRead: return "REPEATABLE READ"
+        case .serializable: return "SERIALIZABLE"
+        }
+    }
+}
+
+/// Per-thread bookkeeping shared by every pool: the transactions this thread holds, keyed by
+/// the pool's serial number (addresses are reused).
+final class PGThreadState {
+    var transactions: [(pool: Int, tx: PGTransaction)] = []
+
+    func transaction(for pool: Int) -> PGTransaction? {
+        for t in transactions where t.pool == pool { return t.tx }
+        return nil
+    }
+
+    static let current = ThreadLocal<PGThreadState> { PGThreadState() }
+}
+
+/// The pool's state under a pthread mutex, with a condition variable for waiting callers.
+///
+/// `@unchecked Sendable`: every stored property is read and written only with `mutex` held, and
+/// the mutex and condition are heap-allocated once and never moved.
+final class PoolGate: @unchecked Sendable {
+    enum Checkout {
+        case connection(PGConnection)
+        /// A slot is reserved: the caller opens a connection (outside the lock) or calls `openFailed`.
+        case mayOpen
+        case timedOut
+        case closed
+    }
+
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let limit: Int
+    private var idle: [PGConnection] = []
+    private var open = 0
+    private var isClosed = false
+
+    init(limit: Int) {
+        self.limit = limit
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(cond, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+        cond.deallocate()
+    }
+
+    var openCount: Int {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return open
+    }
+
+    func checkout(timeoutMillis: Int) -> Checkout {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let ns = Int(deadline.tv_nsec) + (timeoutMillis % 1000) * 1_000_000
+        deadline.tv_sec += timeoutMillis / 1000 + ns / 1_000_000_000
+        deadline.tv_nsec = ns % 1_000_000_000
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while true {
+            if isClosed { return .closed }
+            if let c = idle.popLast() { return .connection(c) }
+            if open < limit {
+                open += 1
+                return .mayOpen
+            }
+            if pthread_cond_timedwait(cond, mutex, &deadline) == ETIMEDOUT { return .timedOut }
+        }
+    }
+
+    /// Counts an already open connection in and makes it idle.
+    func adopt(_ c: PGConnection) {
+        pthread_mutex_lock(mutex)
+        open += 1
+        pthread_mutex_unlock(mutex)
+        returnConnection(c)
+    }
+
+    func openFailed() {
+        pthread_mutex_lock(mutex)
+        open -= 1
+        pthread_cond_signal(cond)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Takes a connection back (a new one counts as open already): kept when it is healthy and
+    /// idle, closed otherwise.
+    func returnConnection(_ c: PGConnection) {
+        pthread_mutex_lock(mutex)
+        let keep = !isClosed && c.isUsable && c.isIdle
+        if keep { idle.append(c) } else { open -= 1 }
+        pthread_cond_signal(cond)
+        pthread_mutex_unlock(mutex)
+        if !keep { c.close() }
+    }
+
+    func close() {
+        pthread_mutex_lock(mutex)
+        isClosed = true
+        let toClose = idle
+        idle = []
+        open -= toClose.count
+        pthread_cond_broadcast(cond)
+        pthread_mutex_unlock(mutex)
+        for c in toClose { c.close() }
+    }
+}
