@@ -3,8 +3,10 @@
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev liblua5.4-dev libmicrohttpd-dev libsodium-dev libssl-dev libwslay-dev libcurl4-openssl-dev libpq-dev pkg-config python3-venv sqlite3 curl
 BENCH_APT_PACKAGES := wrk
+# The PostgreSQL tests' throw-away cluster (tests/pg/cluster.sh) runs Debian's PostgreSQL 15.
+PG_TEST_APT_PACKAGES := postgresql-15
 # The dashboard's browser tests: headless Chromium and its WebDriver (Selenium comes from PyPI).
-TEST_APT_PACKAGES := chromium chromium-driver
+TEST_APT_PACKAGES := chromium chromium-driver $(PG_TEST_APT_PACKAGES)
 VENV := .venv
 PY := $(VENV)/bin/python
 SWIFT_FLAGS ?=
@@ -70,6 +72,7 @@ test: test-deps venv
 	swift test --skip-build $(SWIFT_FLAGS)
 
 unit: deps
+	@$(MAKE) --no-print-directory apt-install PKGS="$(PG_TEST_APT_PACKAGES)"
 	swift test $(SWIFT_FLAGS)
 
 e2e: test-deps venv

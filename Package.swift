@@ -76,5 +76,7 @@ let package = Package(
         // The whole host built in process (Host.build) and driven without sockets.
         .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCore"]),
         .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),
+        // Runs against a throw-away PostgreSQL 15 cluster (tests/pg/cluster.sh) started for the run.
+        .testTarget(name: "MoonbasePostgresTests", dependencies: ["MoonbasePostgres", "MoonbaseCore"]),
     ]
 )

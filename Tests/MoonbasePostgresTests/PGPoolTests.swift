@@ -1,0 +1,251 @@
+import Foundation
+import MoonbaseCore
+import MoonbasePostgres
+import Testing
+
+extension PostgresSuite {
+    @Suite struct PGPoolTests {
+        /// A pool and a table `t(id text primary key, n bigint)` holding the row ('c', 0).
+        func counter() throws -> (PGPool, String) {
+            let pool = try PGPool(url: PGTestCluster.url)
+            let t = uniqueTable()
+            try pool.withConnection { (c) throws(ParseError) in
+                try c.executeScript("CREATE TABLE \(t)(id text PRIMARY KEY, n bigint NOT NULL); INSERT INTO \(t) VALUES ('c', 0)")
+            }
+            return (pool, t)
+        }
+
+        func value(_ pool: PGPool, _ t: String, _ id: String = "c") throws -> Int64? {
+            try pool.withConnection { (c) throws(ParseError) in try c.execute("SELECT n FROM \(t) WHERE id = $1", [.text(id)]).scalar?.int64 }
+        }
+
+        @Test func aSerializationConflictIsRetriedAndBothIncrementsLand() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            let runs = Locked(0)
+            let ready = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+            let errors = Locked<[String]>([])
+            // Both threads read 0 in their first run before either writes, so the second
+            // UPDATE waits for the first commit and then fails with 40001; its retry reads 1.
+            let groups = (0..<2).map { (me: Int) -> DispatchGroup in
+                onThread {
+                    var myRuns = 0
+                    do {
+                        try pool.transaction { (tx) throws(ParseError) in
+                            myRuns += 1
+                            runs.update { $0 += 1 }
+                            let n = try tx.connection.execute("SELECT n FROM \(t) WHERE id = 'c'").scalar?.int64 ?? -1
+                            if myRuns == 1 {
+                                ready[me].signal()
+                                _ = ready[1 - me].wait(timeout: .now() + .seconds(30))
+                            }
+                            try tx.connection.execute("UPDATE \(t) SET n = $1 WHERE id = 'c'", [.integer(n + 1)])
+                        }
+                    } catch {
+                        errors.update { $0.append("\(error)") }
+                    }
+                }
+            }
+            for g in groups { #expect(g.wait(timeout: .now() + .seconds(60)) == .success) }
+            #expect(errors.get == [])
+            #expect(try value(pool, t) == 2)
+            #expect(runs.get == 3)
+        }
+
+        @Test func aTransactionThatAlwaysLosesFailsWith141AfterThreeRetries() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            let other = try PGConnection(url: PGTestCluster.url)
+            var runs = 0
+            let e = #expect(throws: ParseError.self) {
+                try pool.transaction { (tx) throws(ParseError) in
+                    runs += 1
+                    // The snapshot is taken here; another session then commits a change to the
+                    // same row, so this transaction's UPDATE can never be serialized.
+                    _ = try tx.connection.execute("SELECT n FROM \(t) WHERE id = 'c'")
+                    try other.execute("UPDATE \(t) SET n = n + 100 WHERE id = 'c'")
+                    try tx.connection.execute("UPDATE \(t) SET n = n + 1 WHERE id = 'c'")
+                }
+            }
+            #expect(e?.code == .scriptFailed)
+            #expect(e?.message == PGError.conflictMessage)
+            #expect(runs == 4)
+            #expect(try value(pool, t) == 400)
+        }
+
+        @Test func otherErrorsAreNotRetried() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            var runs = 0
+            let e = #expect(throws: ParseError.self) {
+                try pool.transaction { (tx) throws(ParseError) in
+                    runs += 1
+                    try tx.connection.execute("UPDATE \(t) SET n = 5")
+                    try tx.connection.execute("INSERT INTO \(t) VALUES ('c', 1)")
+                }
+            }
+            #expect(e?.code == .duplicateValue)
+            #expect(runs == 1)
+            #expect(try value(pool, t) == 0)
+        }
+
+        @Test func aSwallowedStatementErrorStillFailsTheTransaction() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            #expect(throws: ParseError.self) {
+                try pool.transaction { (tx) throws(ParseError) in
+                    try tx.connection.execute("UPDATE \(t) SET n = 9")
+                    _ = try? tx.connection.execute("INSERT INTO \(t) VALUES ('c', 1)")
+                }
+            }
+            #expect(try value(pool, t) == 0)
+        }
+
+        @Test func nestedTransactionsJoinTheOuterOne() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            let outsider = try PGConnection(url: PGTestCluster.url)
+            try pool.transaction { (tx) throws(ParseError) in
+                try tx.connection.execute("INSERT INTO \(t) VALUES ('a', 1)")
+                try pool.transaction { (inner) throws(ParseError) in
+                    #expect(inner === tx)
+                    #expect(inner.depth == 1)
+                    // The same connection: the outer transaction's row is visible here.
+                    #expect(try inner.connection.execute("SELECT n FROM \(t) WHERE id = 'a'").scalar == .integer(1))
+                    try inner.connection.execute("INSERT INTO \(t) VALUES ('b', 2)")
+                }
+                // withConnection joins too.
+                let b = try pool.withConnection { (c) throws(ParseError) in try c.execute("SELECT n FROM \(t) WHERE id = 'b'").scalar }
+                #expect(b == .integer(2))
+                // A failing nested part rolls back only itself; the caller carries on.
+                _ = try? pool.transaction { (inner) throws(ParseError) in
+                    try inner.connection.execute("INSERT INTO \(t) VALUES ('x', 3)")
+                    try inner.connection.execute("INSERT INTO \(t) VALUES ('a', 4)")
+                }
+                // Nothing is visible outside before the outer commit.
+                #expect(try outsider.execute("SELECT count(*) FROM \(t)").scalar == .integer(1))
+            }
+            let ids = try outsider.execute("SELECT id FROM \(t) ORDER BY id").rows.map { $0[0] }
+            #expect(ids == [.text("a"), .text("b"), .text("c")])
+            #expect(pool.currentTransaction == nil)
+        }
+
+        @Test func aFailingOuterTransactionRollsBackItsNestedParts() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            #expect(throws: ParseError.self) {
+                try pool.transaction { (tx) throws(ParseError) in
+                    try pool.transaction { (inner) throws(ParseError) in try inner.connection.execute("INSERT INTO \(t) VALUES ('b', 2)") }
+                    throw ParseError(.validationError, "no")
+                }
+            }
+            #expect(try value(pool, t, "b") == nil)
+        }
+
+        @Test func onCommitRunsAfterTheOutermostCommitInOrder() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            let outsider = try PGConnection(url: PGTestCluster.url)
+            let log = Locked<[String]>([])
+            try pool.transaction { (tx) throws(ParseError) in
+                try tx.connection.execute("UPDATE \(t) SET n = 1")
+                tx.onCommit {
+                    // Committed: another session sees the write, and this thread is out of the transaction.
+                    let n = (try? outsider.execute("SELECT n FROM \(t) WHERE id = 'c'").scalar) ?? .null
+                    log.update { $0.append("first n=\(n)") }
+                    #expect(pool.currentTransaction == nil)
+                }
+                try pool.transaction { (inner) throws(ParseError) in
+                    inner.onCommit { log.update { $0.append("nested") } }
+                }
+                _ = try? pool.transaction { (inner) throws(ParseError) in
+                    inner.onCommit { log.update { $0.append("rolled back: never") } }
+                    throw ParseError(.validationError, "no")
+                }
+                tx.onCommit { log.update { $0.append("last") } }
+                #expect(log.get == [])
+            }
+            #expect(log.get == ["first n=integer(1)", "nested", "last"])
+            // Dropped on rollback.
+            _ = try? pool.transaction { (tx) throws(ParseError) in
+                tx.onCommit { log.update { $0.append("never") } }
+                throw ParseError(.validationError, "no")
+            }
+            #expect(log.get.count == 3)
+        }
+
+        @Test func hooksOfARetriedRunAreDropped() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            let other = try PGConnection(url: PGTestCluster.url)
+            var runs = 0
+            let hooks = Locked<[Int]>([])
+            try pool.transaction { (tx) throws(ParseError) in
+                runs += 1
+                let run = runs
+                tx.onCommit { hooks.update { $0.append(run) } }
+                _ = try tx.connection.execute("SELECT n FROM \(t) WHERE id = 'c'")
+                if run == 1 { try other.execute("UPDATE \(t) SET n = n + 100 WHERE id = 'c'") }
+                try tx.connection.execute("UPDATE \(t) SET n = n + 1 WHERE id = 'c'")
+            }
+            #expect(runs == 2)
+            #expect(hooks.get == [2])
+            #expect(try value(pool, t) == 101)
+        }
+
+        @Test func thePoolIsBoundedAndTimesOut() throws {
+            var options = PGPool.Options()
+            options.maxConnections = 2
+            options.acquireTimeoutMillis = 2_000
+            let pool = try PGPool(url: PGTestCluster.url, options: options)
+            defer { pool.close() }
+            let release = DispatchSemaphore(value: 0)
+            let holding = DispatchSemaphore(value: 0)
+            let holders = (0..<2).map { (_: Int) -> DispatchGroup in
+                onThread {
+                    _ = try? pool.withConnection { (c) throws(ParseError) in
+                        _ = try c.execute("SELECT 1")
+                        holding.signal()
+                        _ = release.wait(timeout: .now() + .seconds(30))
+                    }
+                }
+            }
+            for _ in 0..<2 { #expect(holding.wait(timeout: .now() + .seconds(30)) == .success) }
+            #expect(pool.openConnections == 2)
+            let e = #expect(throws: ParseError.self) { try pool.withConnection { (c) throws(ParseError) in try c.execute("SELECT 1") } }
+            #expect(e?.message == "database busy")
+            #expect(e?.httpStatus == 503)
+            // A waiter gets the first connection given back.
+            let served = Locked(false)
+            let waiter = onThread {
+                if (try? pool.withConnection { (c) throws(ParseError) in try c.execute("SELECT 1") }) != nil {
+                    served.update { $0 = true }
+                }
+            }
+            usleep(100_000)
+            release.signal()
+            release.signal()
+            for g in holders { #expect(g.wait(timeout: .now() + .seconds(30)) == .success) }
+            #expect(waiter.wait(timeout: .now() + .seconds(30)) == .success)
+            #expect(served.get)
+            #expect(pool.openConnections <= 2)
+        }
+
+        @Test func aBrokenConnectionIsNotReused() throws {
+            let pool = try PGPool(url: PGTestCluster.url)
+            defer { pool.close() }
+            let pid = try pool.withConnection { (c) throws(ParseError) in c.backendPID }
+            let admin = try PGConnection(url: PGTestCluster.url)
+            try admin.execute("SELECT pg_terminate_backend($1::int)", [.integer(Int64(pid))])
+            #expect(eventually {
+                (try? admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int", [.integer(Int64(pid))]).scalar) == .integer(0)
+            })
+            // The idle connection died: a transaction replaces it before running anything.
+            let n = try pool.transaction { (tx) throws(ParseError) in try tx.connection.execute("SELECT 7::int8").scalar }
+            #expect(n == .integer(7))
+            let newPid = try pool.withConnection { (c) throws(ParseError) in c.backendPID }
+            #expect(newPid != pid)
+            #expect(pool.openConnections == 1)
+        }
+    }
+}
