@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "MoonbaseJSON", dependencies: ["MoonbaseCore", "CJSON"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "CSQLite"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCrypto", dependencies: ["MoonbaseCore", "CSodium", "COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto", "MoonbasePostgres"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseAuth", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseCrypto"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseLua", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseCrypto", "CLuaBridge"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCron", dependencies: ["MoonbaseCore", "MoonbaseJSON"], swiftSettings: swiftSettings),
@@ -77,6 +77,6 @@ let package = Package(
         .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCore"]),
         .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),
         // Runs against a throw-away PostgreSQL 15 cluster (tests/pg/cluster.sh) started for the run.
-        .testTarget(name: "MoonbasePostgresTests", dependencies: ["MoonbasePostgres", "MoonbaseCore"]),
+        .testTarget(name: "MoonbasePostgresTests", dependencies: ["MoonbasePostgres", "MoonbaseStore", "MoonbaseCore"]),
     ]
 )
