@@ -65,6 +65,7 @@ public final class PGPool: Sendable {
 
     /// Runs `body` with a connection: the calling thread's transaction connection when it is
     /// inside `transaction`, else a pooled one in autocommit mode.
+    @discardableResult
     public func withConnection<T>(_ body: (PGConnection) throws(ParseError) -> T) throws(ParseError) -> T {
         if let tx = PGThreadState.current.value.transaction(for: serial) { return try body(tx.connection) }
         let conn = try acquire()

@@ -52,6 +52,42 @@ extension PostgresSuite {
             #expect(runs.get == 3)
         }
 
+        @Test func aDeadlockIsRetriedToo() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            try pool.withConnection { (c) throws(ParseError) in try c.execute("INSERT INTO \(t) VALUES ('d', 0)") }
+            let runs = Locked(0)
+            let locked = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+            let errors = Locked<[String]>([])
+            // Each thread locks its first row, waits for the other to do the same, then wants
+            // the other's row: PostgreSQL aborts one of them (40P01), whose rerun then succeeds.
+            let order = [["c", "d"], ["d", "c"]]
+            let groups = (0..<2).map { (me: Int) -> DispatchGroup in
+                onThread {
+                    var myRuns = 0
+                    do {
+                        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) in
+                            myRuns += 1
+                            runs.update { $0 += 1 }
+                            try tx.connection.execute("UPDATE \(t) SET n = n + 1 WHERE id = $1", [.text(order[me][0])])
+                            if myRuns == 1 {
+                                locked[me].signal()
+                                _ = locked[1 - me].wait(timeout: .now() + .seconds(30))
+                            }
+                            try tx.connection.execute("UPDATE \(t) SET n = n + 1 WHERE id = $1", [.text(order[me][1])])
+                        }
+                    } catch {
+                        errors.update { $0.append("\(error)") }
+                    }
+                }
+            }
+            for g in groups { #expect(g.wait(timeout: .now() + .seconds(60)) == .success) }
+            #expect(errors.get == [])
+            #expect(runs.get == 3)
+            #expect(try value(pool, t, "c") == 2)
+            #expect(try value(pool, t, "d") == 2)
+        }
+
         @Test func aTransactionThatAlwaysLosesFailsWith141AfterThreeRetries() throws {
             let (pool, t) = try counter()
             defer { pool.close() }
