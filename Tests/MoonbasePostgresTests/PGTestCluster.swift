@@ -50,7 +50,9 @@ final class PGTestCluster: Sendable {
         .appendingPathComponent("../../tests/pg/cluster.sh").standardizedFileURL.path
 
     static func start() throws -> PGTestCluster {
-        let dir = NSTemporaryDirectory() + "mb-pg-\(UUID().uuidString.prefix(8))"
+        // Directly under /tmp (world-traversable), not $TMPDIR: as root the server runs as
+        // nobody, who must reach the directory; and the socket path must stay short.
+        let dir = "/tmp/mb-pg-\(UUID().uuidString.prefix(8))"
         let out = try run(["start", dir, String(getpid())])
         guard let url = out.split(separator: "\n").last.map(String.init), url.hasPrefix("postgres://") else {
             throw ParseError.internalError("cluster.sh printed no URL: \(out)")
