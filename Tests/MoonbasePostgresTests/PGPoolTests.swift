@@ -83,7 +83,9 @@ extension PostgresSuite {
             }
             for g in groups { #expect(g.wait(timeout: .now() + .seconds(60)) == .success) }
             #expect(errors.get == [])
-            #expect(runs.get == 3)
+            // At least one rerun; a rerun may itself deadlock once more when it takes the first
+            // row back before the waiting winner does, so more than three runs are legitimate.
+            #expect(runs.get >= 3)
             #expect(try value(pool, t, "c") == 2)
             #expect(try value(pool, t, "d") == 2)
         }
@@ -265,6 +267,31 @@ extension PostgresSuite {
             #expect(waiter.wait(timeout: .now() + .seconds(30)) == .success)
             #expect(served.get)
             #expect(pool.openConnections <= 2)
+        }
+
+        @Test func losingTheConnectionMidTransactionFailsCleanly() throws {
+            let (pool, t) = try counter()
+            defer { pool.close() }
+            let admin = try PGConnection(url: PGTestCluster.url)
+            var runs = 0
+            let e = #expect(throws: ParseError.self) {
+                try pool.transaction { (tx) throws(ParseError) in
+                    runs += 1
+                    try tx.connection.execute("UPDATE \(t) SET n = 50")
+                    let pid = PGValue.integer(Int64(tx.connection.backendPID))
+                    try admin.execute("SELECT pg_terminate_backend($1::int)", [pid])
+                    #expect(eventually {
+                        (try? admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = $1::int", [pid]).scalar) == .integer(0)
+                    })
+                    try tx.connection.execute("UPDATE \(t) SET n = 60")
+                }
+            }
+            // Not a lost race: reported once, not rerun; the uncommitted write is gone.
+            #expect(runs == 1)
+            #expect(e?.message == PGError.connectionLostMessage)
+            #expect(e?.httpStatus == 503)
+            #expect(pool.currentTransaction == nil)
+            #expect(try value(pool, t) == 0)
         }
 
         @Test func aBrokenConnectionIsNotReused() throws {
