@@ -86,6 +86,13 @@ public protocol DocumentStore: Sendable {
     /// The identity of a logged-in user, carrying its roles.
     func identity(forUser userId: String) throws(ParseError) -> Identity
 
+    // MARK: lifecycle
+
+    /// Makes everything committed durable in the main database file (at shutdown).
+    func checkpoint() throws(ParseError)
+    /// Closes the store; later calls fail with 1 "database is closed".
+    func close()
+
     // MARK: idempotency
 
     /// Records an `X-Parse-Request-Id`; false when already applied in the last 5 minutes (159).

@@ -163,6 +163,11 @@ public final class SQLiteDocumentStore: DocumentStore {
 
     public var classNames: [String] { catalog.classNames }
 
+    /// `PRAGMA wal_checkpoint(TRUNCATE)`: the WAL folded into the main file.
+    public func checkpoint() throws(ParseError) { try database.checkpoint() }
+
+    public func close() { database.close() }
+
     public func recordRequestId(_ id: String) throws(ParseError) -> Bool {
         try database.recordRequestId(id, now: clock.nowMillis())
     }
