@@ -95,7 +95,7 @@ public final class Host: Sendable {
 
     /// `cloud.index`, `cloud.textIndex`, `cloud.classPermissions`: applied on every load,
     /// idempotently, through the same store calls as `/parse/schemas`.
-    static func applyDeclarations(_ reg: CloudRegistry, store: SQLiteDocumentStore) {
+    static func applyDeclarations(_ reg: CloudRegistry, store: any DocumentStore) {
         var byClass: [String: JSONObjectBuilder] = [:]
         for d in reg.indexes {
             let name = (d.text ? "text_" : "idx_") + d.fields.joined(separator: "_")
