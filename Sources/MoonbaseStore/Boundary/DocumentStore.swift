@@ -27,11 +27,12 @@ public protocol DocumentStore: Sendable {
 
     // MARK: objects
 
-    /// Creates an object; see `WriteTransaction.insert`.
+    /// Creates an object (CLP `create`, new fields added to the schema, the default ACL when
+    /// `acl` is nil).
     func insert(_ className: String, fields: JSONObject, acl: JSONValue?, identity: Identity) throws(ParseError) -> StoredObject
-    /// Updates one object atomically (ops included); see `WriteTransaction.update`.
+    /// Updates one object atomically (ops included); 101 when it is missing or not writable.
     func update(_ className: String, objectId: String, changes: JSONObject, identity: Identity) throws(ParseError) -> StoredObject
-    /// Deletes one object; see `WriteTransaction.delete`.
+    /// Deletes one object; 101 when it is missing or not writable.
     func delete(_ className: String, objectId: String, identity: Identity) throws(ParseError)
     /// One object if `identity` may read it (CLP `get` and ACL), else nil.
     func get(_ className: String, objectId: String, identity: Identity) throws(ParseError) -> StoredObject?
