@@ -72,7 +72,7 @@ let package = Package(
         .testTarget(name: "MoonbaseRealtimeTests", dependencies: ["MoonbaseRealtime", "MoonbaseStore", "MoonbaseSQLite"]),
         .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
         // The whole host built in process (Host.build) and driven without sockets.
-        .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCore"]),
+        .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseCore"]),
         .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),
     ]
 )

@@ -3,7 +3,6 @@ import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseHost
 import MoonbaseJSON
-import MoonbaseSQLite
 
 #if canImport(Glibc)
 import Glibc
