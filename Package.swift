@@ -45,7 +45,7 @@ let package = Package(
         .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD", "CHTTPGuard"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseOutbound", dependencies: ["CCurl"], swiftSettings: swiftSettings),
         .target(name: "MoonbasePostgres", dependencies: ["MoonbaseCore", "CLibPQ"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseRealtime", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseStore"],
+        .target(name: "MoonbaseRealtime", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore"],
                 swiftSettings: swiftSettings),
         .target(
             name: "MoonbaseAPI",
@@ -56,7 +56,7 @@ let package = Package(
         .target(
             name: "MoonbaseLiveQuery",
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseAPI", "MoonbaseAuth", "MoonbaseLua", "MoonbaseQuota",
-                           "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "CWslay", "CEpoll"],
+                           "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "MoonbaseStore", "CWslay", "CEpoll"],
             swiftSettings: swiftSettings),
         .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
@@ -74,7 +74,7 @@ let package = Package(
         .testTarget(name: "MoonbaseRealtimeTests", dependencies: ["MoonbaseRealtime", "MoonbaseStore", "MoonbaseSQLite"]),
         .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
         // The whole host built in process (Host.build) and driven without sockets.
-        .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCore"]),
+        .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseCore"]),
         .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),
         // Runs against a throw-away PostgreSQL 15 cluster (tests/pg/cluster.sh) started for the run.
         .testTarget(name: "MoonbasePostgresTests", dependencies: ["MoonbasePostgres", "MoonbaseStore", "MoonbaseCore"]),

@@ -94,6 +94,12 @@ extension AuthService {
     /// store (ACL and CLP apply to `identity`), revokes other sessions on a password change.
     /// - Returns: the stored user after the update.
     @discardableResult
+    /// `applyUserUpdate` in a transaction of its own, or joining the one open on this thread
+    /// (the API layer runs `beforeSave` in it first).
+    public func applyUserUpdate(_ p: PreparedUserUpdate) throws(ParseError) -> StoredObject {
+        try database.write { (tx) throws(ParseError) in try applyUserUpdate(p, in: tx) }
+    }
+
     public func applyUserUpdate(_ p: PreparedUserUpdate, in tx: WriteTransaction) throws(ParseError) -> StoredObject {
         if let verified = p.verifiedHash {
             // The password changed between verification and now: the proof is stale.

@@ -5,6 +5,7 @@ import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
 import MoonbaseSQLite
+import MoonbaseStore
 
 #if canImport(Glibc)
 import Glibc

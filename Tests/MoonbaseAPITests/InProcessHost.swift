@@ -3,7 +3,6 @@ import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseHost
 import MoonbaseJSON
-import MoonbaseSQLite
 
 #if canImport(Glibc)
 import Glibc
@@ -45,7 +44,7 @@ final class InProcessHost {
     }
 
     deinit {
-        host.services.database.close()
+        host.services.store.close()
         _ = system("rm -rf '\(dir)'")
     }
 

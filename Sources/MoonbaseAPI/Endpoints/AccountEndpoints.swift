@@ -1,6 +1,7 @@
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseJSON
+import MoonbaseStore
 
 /// Parse Config, password reset and email verification: the REST endpoints and the host's two
 /// HTML pages (`/apps/APP_ID/request_password_reset` and `/apps/APP_ID/verify_email`, as Parse
@@ -131,7 +132,7 @@ extension Services {
                         <p><button type="submit">Set password</button></p></form>
                         """)
                 }
-                guard let used = try store.write({ (tx) throws(ParseError) in try accountMail.consume(kind, token: token, in: tx) }) else {
+                guard let used = try accountMail.consume(kind, token: token) else {
                     return invalid
                 }
                 _ = try updateUser(used.userId, ["password": .string(password)], caller: CallerContext(identity: .master),
@@ -139,7 +140,7 @@ extension Services {
                 auth.clearSessionCache()
                 return Services.page(200, "Password changed", "<p>Your password was changed. You can log in with it now.</p>")
             }
-            guard let used = try store.write({ (tx) throws(ParseError) in try accountMail.consume(kind, token: token, in: tx) }),
+            guard let used = try accountMail.consume(kind, token: token),
                   let user = try auth.user(withEmail: used.email), user["objectId"]?.stringValue == used.userId else {
                 return invalid
             }

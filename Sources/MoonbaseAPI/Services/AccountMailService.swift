@@ -97,6 +97,11 @@ public final class AccountMailService: Sendable {
         return token
     }
 
+    /// `consume` in a write transaction of its own (joining one open on this thread).
+    func consume(_ kind: Kind, token: String) throws(ParseError) -> (userId: String, email: String)? {
+        try database.write { (tx) throws(ParseError) in try consume(kind, token: token, in: tx) }
+    }
+
     /// Uses a token up inside the caller's write transaction: the user id and the address the
     /// link was sent to, or nil when the token is unknown, of another kind, used or expired.
     func consume(_ kind: Kind, token: String, in tx: WriteTransaction) throws(ParseError) -> (userId: String, email: String)? {
