@@ -36,7 +36,8 @@ let package = Package(
         .target(name: "MoonbaseJSON", dependencies: ["MoonbaseCore", "CJSON"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "CSQLite"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCrypto", dependencies: ["MoonbaseCore", "CSodium", "COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto", "MoonbaseQuota"],
+                swiftSettings: swiftSettings),
         .target(name: "MoonbaseAuth", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseCrypto"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseLua", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseCrypto", "CLuaBridge"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCron", dependencies: ["MoonbaseCore", "MoonbaseJSON"], swiftSettings: swiftSettings),
@@ -63,7 +64,7 @@ let package = Package(
 
         // Tests: one target per module.
         .testTarget(name: "MoonbaseJSONTests", dependencies: ["MoonbaseJSON"]),
-        .testTarget(name: "MoonbaseStoreTests", dependencies: ["MoonbaseStore", "MoonbaseSQLite"]),
+        .testTarget(name: "MoonbaseStoreTests", dependencies: ["MoonbaseStore", "MoonbaseSQLite", "MoonbaseQuota"]),
         .testTarget(name: "MoonbaseLuaTests", dependencies: ["MoonbaseLua"]),
         .testTarget(name: "MoonbaseCronTests", dependencies: ["MoonbaseCron"]),
         .testTarget(name: "MoonbaseQuotaTests", dependencies: ["MoonbaseQuota"]),

@@ -34,10 +34,10 @@ public final class Host: Sendable {
         let quota = Quota(config: QuotaConfig(accountingEnabled: config.accounting,
                                               monthlyRequests: Int64(config.quotaMonthlyRequests),
                                               perMinute: Int64(config.rateLimitPerMinute)), clock: clock)
-        let usage = try SQLiteUsageSink(database: database)
+        let usage: any UsageStore = store
         do { try quota.load(from: usage) } catch { throw ParseError.internalError("loading usage: \(error)") }
         let metrics = ServerMetrics()
-        let files = try FileStore(dir: config.filesDir, database: database, clock: clock)
+        let files = try FileStore(dir: config.filesDir, store: store, clock: clock)
         let objects = ObjectService(store: store)
         // MOONBASE_LUA_* set the limits of functions, triggers and routes; jobs keep their own
         // (1 h, 256 MB, no DB-operation limit) except an explicit instruction budget and the result cap.

@@ -19,14 +19,15 @@ public final class SQLiteDocumentStore: DocumentStore {
     public var catalog: SchemaCatalog { context.catalog }
     public var clock: any HostClock { context.clock }
 
-    /// Attaches a store to `database`: loads the schema catalog, registers `mb_array_op`.
+    /// Attaches a store to `database`: creates or upgrades the internal tables (`Migrator`),
+    /// loads the schema catalog, registers `mb_array_op`.
     public init(database: Database, clock: any HostClock = SystemClock()) throws(ParseError) {
+        try Migrator.migrate(database)
         self.database = database
         self.context = StoreContext(catalog: try SchemaCatalog(database: database), clock: clock)
         database.context = context
         try database.register(arrayOpFunction)
         try database.register(polygonContainsFunction)
-        try ChangeFeed.install(database)
     }
 
     /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`), joining an open one on this thread.

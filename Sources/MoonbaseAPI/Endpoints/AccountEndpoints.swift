@@ -131,7 +131,7 @@ extension Services {
                         <p><button type="submit">Set password</button></p></form>
                         """)
                 }
-                guard let used = try store.write({ (tx) throws(ParseError) in try accountMail.consume(kind, token: token, in: tx) }) else {
+                guard let used = try accountMail.consume(kind, token: token) else {
                     return invalid
                 }
                 _ = try updateUser(used.userId, ["password": .string(password)], caller: CallerContext(identity: .master),
@@ -139,7 +139,7 @@ extension Services {
                 auth.clearSessionCache()
                 return Services.page(200, "Password changed", "<p>Your password was changed. You can log in with it now.</p>")
             }
-            guard let used = try store.write({ (tx) throws(ParseError) in try accountMail.consume(kind, token: token, in: tx) }),
+            guard let used = try accountMail.consume(kind, token: token),
                   let user = try auth.user(withEmail: used.email), user["objectId"]?.stringValue == used.userId else {
                 return invalid
             }

@@ -86,7 +86,7 @@ enum UsersEndpoints {
             throw ParseError(.objectNotFound, "Object not found.")
         }
         try s.store.write { (tx) throws(ParseError) in
-            _ = try s.auth.deleteUserSessions(id, in: tx)
+            _ = try s.auth.deleteUserSessions(id)
             try s.objects.delete("_User", id, caller: caller)
         }
         s.auth.clearSessionCache()

@@ -24,7 +24,7 @@ public final class Services: Sendable {
     public let files: FileStore
     public let cloud: CloudService
     public let jobs: JobService
-    public let usage: SQLiteUsageSink
+    public let usage: any UsageStore
     public let usageFlusher: UsageFlusher?
     /// Parse Config (`/parse/config`, Lua `config.get`).
     public let parseConfig: ConfigService
@@ -37,7 +37,7 @@ public final class Services: Sendable {
     public init(config: HostConfig, masterKey: String, clock: any HostClock, database: Database,
                 store: SQLiteDocumentStore, auth: AuthService, quota: Quota, metrics: ServerMetrics,
                 files: FileStore, cloud: CloudService, jobs: JobService,
-                usage: SQLiteUsageSink, usageFlusher: UsageFlusher?, realtime: RealtimeService) {
+                usage: any UsageStore, usageFlusher: UsageFlusher?, realtime: RealtimeService) {
         self.realtime = realtime
         self.config = config
         self.masterKey = masterKey
@@ -53,10 +53,10 @@ public final class Services: Sendable {
         self.jobs = jobs
         self.usage = usage
         self.usageFlusher = usageFlusher
-        self.parseConfig = ConfigService(database: database)
+        self.parseConfig = ConfigService(store: store)
         // The allow list was validated when the configuration was read.
         self.outboundPolicy = (try? AddressPolicy(allow: config.httpAllow)) ?? AddressPolicy.strict
-        self.accountMail = AccountMailService(database: database, clock: clock)
+        self.accountMail = AccountMailService(store: store, clock: clock)
         cloud.servicesBox.withLock { $0 = self }
     }
 

@@ -54,7 +54,7 @@ extension Services {
                 for e in internalFields { final[e.key] = e.value }
                 prepared.changes = final
             }
-            return try auth.applyUserUpdate(prepared, in: tx)
+            return try auth.applyUserUpdate(prepared)
         }
         caller.meter?.dbWrites += 1
         if prepared.email != nil && changes["emailVerified"] == nil { sendVerificationIfConfigured(email: prepared.email) }
