@@ -71,7 +71,7 @@ let package = Package(
         .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCrypto"]),
         .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
         .testTarget(name: "MoonbaseRealtimeTests", dependencies: ["MoonbaseRealtime", "MoonbaseStore", "MoonbaseSQLite"]),
-        .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
+        .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto", "MoonbaseStore", "MoonbaseSQLite"]),
         // The whole host built in process (Host.build) and driven without sockets.
         .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCore"]),
         .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),

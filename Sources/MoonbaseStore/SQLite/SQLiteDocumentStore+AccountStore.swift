@@ -75,8 +75,11 @@ extension SQLiteDocumentStore: AccountStore {
         }
     }
 
+    /// The sessions of one user (?: the user's objectId), as the `user` index spells it.
+    static let sessionsOfUserFilter = "\(Naming.fieldExpr("user", type: .pointer)) = ?"
+
     public func deleteSessions(userId: String, except sessionId: String?) throws(ParseError) -> Int {
-        var filter = "\(Naming.fieldExpr("user", type: .pointer)) = ?"
+        var filter = Self.sessionsOfUserFilter
         var binds: [SQLiteValue] = [.text(userId)]
         if let sessionId {
             filter += " AND objectId != ?"
