@@ -44,7 +44,7 @@ let package = Package(
         .target(name: "MoonbaseQuota", dependencies: ["MoonbaseCore"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseHTTP", dependencies: ["MoonbaseCore", "CMicroHTTPD", "CHTTPGuard"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseOutbound", dependencies: ["CCurl"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseRealtime", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseStore"],
+        .target(name: "MoonbaseRealtime", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore"],
                 swiftSettings: swiftSettings),
         .target(
             name: "MoonbaseAPI",
@@ -55,7 +55,7 @@ let package = Package(
         .target(
             name: "MoonbaseLiveQuery",
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseAPI", "MoonbaseAuth", "MoonbaseLua", "MoonbaseQuota",
-                           "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "CWslay", "CEpoll"],
+                           "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "MoonbaseStore", "CWslay", "CEpoll"],
             swiftSettings: swiftSettings),
         .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery"], swiftSettings: swiftSettings),
         .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),

@@ -55,7 +55,9 @@ public final class Host: Sendable {
         let recorder = JobStatusRecorder(store: store, keepPerJob: config.jobHistoryPerJob)
         let jobs = JobService(cloud: cloud, recorder: recorder, metrics: metrics, clock: clock, cronDir: config.cronDir)
         let flusher = serving && config.accounting ? UsageFlusher(quota: quota, sink: usage) : nil
-        let services = Services(config: config, masterKey: masterKey, clock: clock, database: database, store: store,
+        let services = Services(config: config, masterKey: masterKey, clock: clock, store: store,
+                                parseConfig: ConfigService(store: store),
+                                accountMail: AccountMailService(store: store, clock: clock),
                                 auth: auth, quota: quota, metrics: metrics, files: files, cloud: cloud, jobs: jobs,
                                 usage: usage, usageFlusher: flusher,
                                 realtime: try RealtimeService(store: store, auth: auth, cloud: cloud, metrics: metrics))

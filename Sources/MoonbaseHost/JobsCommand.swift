@@ -4,6 +4,7 @@ import MoonbaseCron
 import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
+import MoonbaseStore
 
 #if canImport(Glibc)
 import Glibc

@@ -121,8 +121,8 @@ enum ServeCommand {
         let failed = s.jobs.scheduler.shutdown(timeoutMs: Int64(c.shutdownGraceMs))
         if !failed.isEmpty { Log.warn("jobs still running at shutdown were marked failed: \(failed)") }
         s.usageFlusher?.shutdown()
-        do { try s.database.checkpoint() } catch { Log.warn("WAL checkpoint failed: \(error.message)") }
-        s.database.close()
+        do { try s.store.checkpoint() } catch { Log.warn("WAL checkpoint failed: \(error.message)") }
+        s.store.close()
         Log.info("stopped")
         return 0
     }

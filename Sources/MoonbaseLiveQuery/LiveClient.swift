@@ -5,6 +5,7 @@ import MoonbaseCrypto
 import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
+import MoonbaseStore
 import Synchronization
 
 /// One LiveQuery client (one WebSocket): its session, subscriptions and the queue of messages

@@ -1,6 +1,5 @@
 import MoonbaseCore
 import MoonbaseJSON
-import MoonbaseSQLite
 import MoonbaseStore
 import Synchronization
 #if canImport(Glibc)
@@ -23,7 +22,7 @@ import Glibc
 public final class ChangeHub: ChangeListener, @unchecked Sendable {
     // @unchecked: `registry` and `queue` are only touched under their mutexes; the rest is
     // immutable or atomic.
-    public let store: SQLiteDocumentStore
+    public let store: any Store
     public let visibility: Visibility
     /// Changes queued for delivery above this → overflow (see the type's note).
     public let maxQueuedChanges: Int
@@ -71,14 +70,14 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     private let handled = Atomic<Int64>(0)
 
     /// Creates the hub, reads the feed's head and starts the delivery thread. Install it with
-    /// `store.context.changes.set(hub)`.
-    public init(store: SQLiteDocumentStore, visibility: Visibility, maxQueuedChanges: Int = 100_000) throws(ParseError) {
+    /// `store.setChangeListener(hub)`.
+    public init(store: any Store, visibility: Visibility, maxQueuedChanges: Int = 100_000) throws(ParseError) {
         self.store = store
         self.visibility = visibility
         self.maxQueuedChanges = maxQueuedChanges
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(cond, nil)
-        handled.store(try store.database.read { (c) throws(ParseError) in try ChangeFeed.head(c) }, ordering: .releasing)
+        handled.store(try store.changeFeedHead(), ordering: .releasing)
         let box = Unmanaged.passRetained(self).toOpaque()
         var tid = pthread_t()
         if pthread_create(&tid, nil, { arg in
@@ -111,10 +110,10 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         try SchemaCatalog.validateClassName(spec.className)
         try visibility.check(spec, viewer)
         let matcher = try LiveMatcher(className: spec.className, where: spec.whereClause,
-                                      schema: store.catalog.schema(spec.className).map(Self.querySchema))
+                                      schema: store.schema(spec.className).map(Self.querySchema))
         if let since = spec.since {
             guard since >= 0 else { throw ParseError(.invalidQuery, "since must be a non-negative sequence number") }
-            try store.database.read { (c) throws(ParseError) in try ChangeFeed.checkSince(c, since) }
+            try store.checkChangeFeed(since: since)
         }
         let id = nextId.add(1, ordering: .relaxed).oldValue
         let eq = matcher.equalities.first
@@ -412,11 +411,9 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         try visibility.check(spec, viewer)
         guard since >= 0 else { throw ParseError(.invalidQuery, "since must be a non-negative sequence number") }
         let matcher = try LiveMatcher(className: className, where: w,
-                                      schema: store.catalog.schema(className).map(Self.querySchema))
-        let head = try store.database.read { (c) throws(ParseError) -> Int64 in
-            try ChangeFeed.checkSince(c, since)
-            return try ChangeFeed.head(c)
-        }
+                                      schema: store.schema(className).map(Self.querySchema))
+        try store.checkChangeFeed(since: since)
+        let head = try store.changeFeedHead()
         return try page(className, after: since, through: head, limit: limit, matcher: matcher, keys: keys, viewer: viewer)
     }
 
@@ -427,9 +424,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         var scans = 0
         while items.count < limit, cursor < through, scans < 8 {
             scans += 1
-            let rows = try store.database.read { (c) throws(ParseError) in
-                try ChangeFeed.read(c, className: className, after: cursor, through: through, limit: max(limit, 100))
-            }
+            let rows = try store.changeFeed(className, after: cursor, through: through, limit: max(limit, 100))
             if rows.isEmpty { cursor = through; break }
             var batch: [FeedItem] = []
             var objects: [JSONObject] = []

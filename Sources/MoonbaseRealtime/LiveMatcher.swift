@@ -1,6 +1,5 @@
 import MoonbaseCore
 import MoonbaseJSON
-import MoonbaseSQLite
 import MoonbaseStore
 #if canImport(Glibc)
 import Glibc
@@ -396,7 +395,7 @@ indirect enum Node: Sendable {
             return re.matches(s)
         case .near(let lat, let lng, let r):
             guard let p = point(value) else { return false }
-            return geoDistanceRadians(lat1: p.0, lng1: p.1, lat2: lat, lng2: lng) <= r
+            return GeoMath.distanceRadians(lat1: p.0, lng1: p.1, lat2: lat, lng2: lng) <= r
         case .box(let s, let w, let n, let e):
             guard let p = point(value) else { return false }
             guard p.0 >= s, p.0 <= n else { return false }

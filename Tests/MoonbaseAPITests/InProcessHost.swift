@@ -45,7 +45,7 @@ final class InProcessHost {
     }
 
     deinit {
-        host.services.database.close()
+        host.services.store.close()
         _ = system("rm -rf '\(dir)'")
     }
 

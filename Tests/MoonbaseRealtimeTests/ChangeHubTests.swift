@@ -16,27 +16,27 @@ struct ChangeHubTests {
         f = try RealtimeFixture()
         host = TestHost(store: f.store)
         hub = try ChangeHub(store: f.store, visibility: Visibility(host: host))
-        f.store.context.changes.set(hub)
+        f.store.setChangeListener(hub)
     }
 
-    func head() throws -> Int64 { try f.database.read { (c) throws(ParseError) in try ChangeFeed.head(c) } }
+    func head() throws -> Int64 { try f.store.changeFeedHead() }
 
     @Test func seqIsStrictlyIncreasingAndCompactedPerObject() throws {
         let a = try f.store.insert("Note", fields: ["t": "a"], acl: nil, identity: .master)
         let b = try f.store.insert("Note", fields: ["t": "b"], acl: nil, identity: .master)
         _ = try f.store.update("Note", objectId: a.objectId, changes: ["t": "a2"], identity: .master)
-        let rows = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: 0, limit: 10) }
+        let rows = try f.store.changeFeed("Note", after: 0, through: .max, limit: 10)
         #expect(rows.map(\.objectId) == [b.objectId, a.objectId])
         let h = try head()
         #expect(rows[0].seq < rows[1].seq && rows[1].seq == h)
         // Set-based writes get one seq per object, in the same transaction.
-        let n = try f.store.updateWhere("Note", where: try QueryCompiler(schema: QuerySchema(className: "Note", fields: [:])).compile(nil),
+        let n = try f.store.updateWhere("Note", where: nil,
                                         changes: ["t": "all"], identity: .master)
         #expect(n == 2)
-        let after = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: rows[1].seq, limit: 10) }
+        let after = try f.store.changeFeed("Note", after: rows[1].seq, through: .max, limit: 10)
         #expect(after.count == 2)
-        _ = try f.store.deleteWhere("Note", where: try QueryCompiler(schema: QuerySchema(className: "Note", fields: [:])).compile(nil), identity: .master)
-        let tombs = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: 0, limit: 10) }
+        _ = try f.store.deleteWhere("Note", where: nil, identity: .master)
+        let tombs = try f.store.changeFeed("Note", after: 0, through: .max, limit: 10)
         #expect(tombs.count == 2 && tombs.allSatisfy { $0.op == .delete })
     }
 
@@ -51,11 +51,11 @@ struct ChangeHubTests {
                 return n
             }
         }
-        let before = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: 0, limit: 10) }
+        let before = try f.store.changeFeed("Note", after: 0, through: .max, limit: 10)
         #expect(try count() == 8)
-        while try ChangeFeed.compact(f.database, batch: 3) > 0 {}
+        while try f.store.compactChangeFeed(batch: 3) > 0 {}
         #expect(try count() == 2)
-        let after = try f.database.read { (c) throws(ParseError) in try ChangeFeed.read(c, className: "Note", after: 0, limit: 10) }
+        let after = try f.store.changeFeed("Note", after: 0, through: .max, limit: 10)
         #expect(before.map(\.seq) == after.map(\.seq))
         #expect(after.map(\.op) == [.save, .delete] && after.map(\.objectId) == [a.objectId, b.objectId])
     }
@@ -65,7 +65,7 @@ struct ChangeHubTests {
         try f.store.delete("Note", objectId: a.objectId, identity: .master)
         let seq = try head()
         f.clock.advance(byMillis: 10_000)
-        #expect(try ChangeFeed.purge(f.database, before: f.clock.nowMillis()) == 1)
+        #expect(try f.store.purgeChangeFeed(before: f.clock.nowMillis()) == 1)
         #expect(throws: ParseError.self) { try hub.changes("Note", since: seq - 1, limit: 10, where: nil, keys: nil, viewer: .master) }
         // since = 0 never expires; since at the horizon missed nothing.
         _ = try hub.changes("Note", since: 0, limit: 10, where: nil, keys: nil, viewer: .master)

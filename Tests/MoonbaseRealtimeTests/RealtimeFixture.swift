@@ -30,17 +30,8 @@ final class RealtimeFixture: @unchecked Sendable {
     func findIds(_ className: String, _ w: JSONValue) throws -> Set<String> {
         let q = try FindQuery(className: className, options: ["where": w, "limit": 1000, "keys": "objectId"],
                               maxLimit: FindQuery.luaMaxLimit)
-        let exec = QueryExecutor(schemas: CatalogSource(catalog: store.catalog))
-        let r = try database.read { (c) throws(ParseError) in try exec.find(q, identity: .master, on: c) }
+        let r = try store.find(q, identity: .master, afterFind: nil, afterFindApplies: nil)
         return Set(try r.objects().compactMap { $0["objectId"]?.stringValue })
-    }
-}
-
-/// The catalog as a query schema source (as the API layer does).
-struct CatalogSource: QuerySchemaSource {
-    let catalog: SchemaCatalog
-    func querySchema(_ className: String, on conn: Connection) throws(ParseError) -> QuerySchema? {
-        catalog.schema(className).map { QuerySchema(className: $0.className, fields: $0.fields, textIndexes: $0.textIndexes) }
     }
 }
 

@@ -107,7 +107,7 @@ enum DashboardEndpoints {
     /// Every class with its object count, fields, indexes and class-level permissions.
     static func classesJSON(_ s: Services) throws(ParseError) -> JSONValue {
         var out: [JSONValue] = []
-        for name in s.store.catalog.classNames {
+        for name in s.store.classNames {
             guard var schema = s.store.getSchema(name)?.objectValue else { continue }
             let q = try FindQuery(className: name, options: ["limit": 0, "count": 1], maxLimit: 1)
             schema["count"] = .int(Int64(try s.objects.find(q, caller: CallerContext(identity: .master)).count ?? 0))

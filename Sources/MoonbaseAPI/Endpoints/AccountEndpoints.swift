@@ -1,6 +1,7 @@
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseJSON
+import MoonbaseStore
 
 /// Parse Config, password reset and email verification: the REST endpoints and the host's two
 /// HTML pages (`/apps/APP_ID/request_password_reset` and `/apps/APP_ID/verify_email`, as Parse

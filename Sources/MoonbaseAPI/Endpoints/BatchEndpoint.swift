@@ -20,7 +20,7 @@ enum BatchEndpoint {
             let caller = s.caller(req)
             let base = s.baseURL(req)
             if body["transaction"]?.boolValue == true {
-                let results = try s.store.write { (tx) throws(ParseError) -> [JSONValue] in
+                let results = try s.store.transaction { () throws(ParseError) -> [JSONValue] in
                     var out: [JSONValue] = []
                     for r in requests { out.append(["success": try run(s, r, caller, base)]) }
                     return out

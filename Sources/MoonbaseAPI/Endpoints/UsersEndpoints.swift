@@ -85,8 +85,8 @@ enum UsersEndpoints {
         guard caller.identity.isMaster || caller.identity.userId == id else {
             throw ParseError(.objectNotFound, "Object not found.")
         }
-        try s.store.write { (tx) throws(ParseError) in
-            _ = try s.auth.deleteUserSessions(id)
+        try s.store.transaction { () throws(ParseError) in
+            _ = try s.auth.revokeSessions(userId: id)
             try s.objects.delete("_User", id, caller: caller)
         }
         s.auth.clearSessionCache()

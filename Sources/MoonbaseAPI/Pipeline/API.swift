@@ -140,7 +140,7 @@ public final class API: HTTPHandler {
                 // The id and the write commit together: a request that fails (or dies with the
                 // process) leaves no id behind, so its retry is applied; one that was applied is
                 // never applied twice.
-                response = try services.store.write { (_) throws(ParseError) -> HTTPResponse in
+                response = try services.store.transaction { () throws(ParseError) -> HTTPResponse in
                     guard try services.store.recordRequestId(rid) else { throw duplicate() }
                     return try endpoint.body(req)
                 }

@@ -2,6 +2,7 @@ import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseJSON
 import MoonbaseQuota
+import MoonbaseStore
 
 /// One API request as endpoints see it: the HTTP request, the route's captures, and who calls.
 ///
@@ -47,12 +48,4 @@ public final class APIRequest {
 
     /// The caller's user id, if logged in.
     public var userId: String? { identity.userId ?? user?["objectId"]?.stringValue }
-}
-
-/// Per-request counters the store and Lua layers add to (read by accounting).
-public final class RequestMeter {
-    public var dbReads: Int64 = 0
-    public var dbWrites: Int64 = 0
-    public var luaCPUNanos: UInt64 = 0
-    public init() {}
 }

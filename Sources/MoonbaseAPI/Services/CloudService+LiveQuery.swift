@@ -1,6 +1,7 @@
 import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseLua
+import MoonbaseStore
 
 extension CloudService {
     /// Whether a realtime trigger is registered (`className` "" for the class-less ones).

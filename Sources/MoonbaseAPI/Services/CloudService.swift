@@ -266,7 +266,7 @@ extension CloudService: TriggerRunner {
     func runWriteTrigger(_ vm: LuaVM, _ caller: CallerContext,
                          _ body: () throws(ParseError) -> JSONValue?) throws(ParseError) -> JSONValue? {
         try metered(caller) { () throws(ParseError) -> JSONValue? in
-            guard objects.store.database.currentTransaction != nil else { return try body() }
+            guard objects.store.inTransaction else { return try body() }
             return try vm.holdingWriter(limits.functions, body)
         }
     }

@@ -2,7 +2,7 @@ import MoonbaseCore
 import MoonbaseCron
 import MoonbaseJSON
 import MoonbaseQuota
-import MoonbaseSQLite
+import MoonbaseStore
 
 /// Cron and jobs: the scheduler over `cron/*.cron`, running `cloud.job`s on VMs of
 /// their own (one thread per run, never an HTTP worker) and recording `_JobStatus` rows.
@@ -14,7 +14,7 @@ public final class JobService: Sendable {
     public init(cloud: CloudService, recorder: JobStatusRecorder, metrics: ServerMetrics, clock: any HostClock, cronDir: String) {
         self.recorder = recorder
         self.cronDir = cronDir
-        scheduler = Scheduler(runner: CloudJobRunner(cloud: cloud, metrics: metrics, database: cloud.objects.store.database),
+        scheduler = Scheduler(runner: CloudJobRunner(cloud: cloud, metrics: metrics, store: cloud.objects.store),
                               recorder: SkipCountingRecorder(base: recorder, metrics: metrics), clock: clock)
     }
 
@@ -43,7 +43,7 @@ public final class JobService: Sendable {
 struct CloudJobRunner: JobRunner {
     let cloud: CloudService
     let metrics: ServerMetrics
-    let database: Database
+    let store: any DocumentStore
 
     func hasJob(_ name: String) -> Bool { cloud.hasJob(name) }
 
@@ -51,8 +51,8 @@ struct CloudJobRunner: JobRunner {
         let outcome: JobOutcome
         // Jobs are the bulk writers (cleanup, seeding): the writer gets its bigger cache while
         // one runs, and the everyday RssAnon stays small.
-        database.beginBulkWork()
-        defer { database.endBulkWork() }
+        store.beginBulkWork()
+        defer { store.endBulkWork() }
         do throws(ParseError) {
             let message = try cloud.runJob(run.job, params: run.params,
                                            progress: { f, t in if let f { run.progress(f, t) } else if let t { run.message(t) } },

@@ -53,7 +53,7 @@ struct LuaHost: CloudHostAPI {
         let objects = service.objects
         if name == "transaction" {
             guard let fn = args.first?.function else { throw ParseError(.scriptFailed, "db.transaction needs a function") }
-            return try objects.store.write { (tx) throws(ParseError) -> JSONValue in
+            return try objects.store.transaction { () throws(ParseError) -> JSONValue in
                 try ctx.vm.holdingWriter(service.limits.functions) { () throws(ParseError) -> JSONValue in
                     try ctx.vm.call(fn, [])
                 }
@@ -190,7 +190,7 @@ struct LuaHost: CloudHostAPI {
         guard args.count == 1, let o = arg(args, 0)?.objectValue else {
             throw bad("expected one table {method, url, headers, body | json, timeoutMs}")
         }
-        if services.database.currentTransaction != nil {
+        if services.store.inTransaction {
             throw bad("not allowed while holding the writer (inside a trigger or db.transaction): "
                       + "call it from the function or route, before or after its writes")
         }

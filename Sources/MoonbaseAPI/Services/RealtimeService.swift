@@ -50,7 +50,7 @@ public struct RealtimeConfig: Sendable {
 /// is invalidated by logout and password changes), class permissions, and `afterFind`.
 struct HostViewers: ViewerHost {
     let auth: AuthService
-    let store: SQLiteDocumentStore
+    let store: any Store
     unowned(unsafe) let cloud: CloudService
     // unowned(unsafe): the Services graph owns the cloud service for the process's lifetime.
 
@@ -73,7 +73,7 @@ struct HostViewers: ViewerHost {
         return Set((try? store.roles(ofUser: uid)) ?? [])
     }
 
-    func classPermissions(_ className: String) -> JSONObject? { store.catalog.schema(className)?.clp }
+    func classPermissions(_ className: String) -> JSONObject? { store.schema(className)?.clp }
 
     func hasAfterFind(_ className: String) -> Bool { cloud.hasTrigger(.afterFind, className) }
 
@@ -92,7 +92,8 @@ struct HostViewers: ViewerHost {
 public final class RealtimeService: Sendable {
     public let config: RealtimeConfig
     public let hub: ChangeHub
-    let store: SQLiteDocumentStore
+    let store: any Store
+    let clock: any HostClock
     let streams = Mutex<StreamTable>(StreamTable())
     let stopping = Atomic<Bool>(false)
     let started = Atomic<Bool>(false)
@@ -113,12 +114,13 @@ public final class RealtimeService: Sendable {
         var perUser: [String: Int] = [:]
     }
 
-    public init(store: SQLiteDocumentStore, auth: AuthService, cloud: CloudService, metrics: ServerMetrics,
+    public init(store: any Store, auth: AuthService, cloud: CloudService, metrics: ServerMetrics,
          config: RealtimeConfig = .fromEnvironment()) throws(ParseError) {
         self.config = config
         self.store = store
+        self.clock = cloud.clock
         hub = try ChangeHub(store: store, visibility: Visibility(host: HostViewers(auth: auth, store: store, cloud: cloud)))
-        store.context.changes.set(hub)
+        store.setChangeListener(hub)
         let hub = self.hub
         let reg = metrics.registry
         reg.counter("moonbase_realtime_events_total", help: "Realtime events delivered to subscribers.") {
@@ -165,11 +167,11 @@ public final class RealtimeService: Sendable {
     /// expired tombstones. - Returns: how many tombstones were removed.
     @discardableResult
     public func purge() -> Int {
-        let cutoff = store.clock.nowMillis() - config.retentionMillis
+        let cutoff = clock.nowMillis() - config.retentionMillis
         do throws(ParseError) {
             // Short transactions of 10,000 rows each, so writers wait little; bounded per pass.
-            for _ in 0..<50 where try ChangeFeed.compact(store.database) > 0 {}
-            return try ChangeFeed.purge(store.database, before: cutoff)
+            for _ in 0..<50 where try store.compactChangeFeed(batch: 10_000) > 0 {}
+            return try store.purgeChangeFeed(before: cutoff)
         } catch {
             Log.warn("change feed purge failed: \(error.message)")
             return 0

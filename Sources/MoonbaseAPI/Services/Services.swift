@@ -2,7 +2,6 @@ import MoonbaseAuth
 import MoonbaseCore
 import MoonbaseOutbound
 import MoonbaseQuota
-import MoonbaseSQLite
 import MoonbaseStore
 import Synchronization
 
@@ -15,8 +14,8 @@ public final class Services: Sendable {
     /// The last 500 Cloud Code calls (dashboard, `GET /admin/calls`).
     public let calls = CallRing(capacity: 500)
     public let clock: any HostClock
-    public let database: Database
-    public let store: SQLiteDocumentStore
+    /// The database behind every service, through the store's protocols (no connection here).
+    public let store: any Store
     public let objects: ObjectService
     public let auth: AuthService
     public let quota: Quota
@@ -34,15 +33,14 @@ public final class Services: Sendable {
     public let accountMail: AccountMailService
     public let realtime: RealtimeService
 
-    public init(config: HostConfig, masterKey: String, clock: any HostClock, database: Database,
-                store: SQLiteDocumentStore, auth: AuthService, quota: Quota, metrics: ServerMetrics,
+    public init(config: HostConfig, masterKey: String, clock: any HostClock,
+                store: any Store, parseConfig: ConfigService, accountMail: AccountMailService, auth: AuthService, quota: Quota, metrics: ServerMetrics,
                 files: FileStore, cloud: CloudService, jobs: JobService,
                 usage: any UsageStore, usageFlusher: UsageFlusher?, realtime: RealtimeService) {
         self.realtime = realtime
         self.config = config
         self.masterKey = masterKey
         self.clock = clock
-        self.database = database
         self.store = store
         self.objects = cloud.objects
         self.auth = auth
@@ -53,10 +51,10 @@ public final class Services: Sendable {
         self.jobs = jobs
         self.usage = usage
         self.usageFlusher = usageFlusher
-        self.parseConfig = ConfigService(store: store)
+        self.parseConfig = parseConfig
         // The allow list was validated when the configuration was read.
         self.outboundPolicy = (try? AddressPolicy(allow: config.httpAllow)) ?? AddressPolicy.strict
-        self.accountMail = AccountMailService(store: store, clock: clock)
+        self.accountMail = accountMail
         cloud.servicesBox.withLock { $0 = self }
     }
 

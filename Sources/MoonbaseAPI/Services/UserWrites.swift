@@ -37,9 +37,10 @@ extension Services {
         var prepared = try auth.prepareUserUpdate(id, changes: changes, identity: caller.identity, currentSessionId: sessionId)
         if prepared.email != nil && changes["emailVerified"] == nil { prepared.changes["emailVerified"] = .bool(false) }
         let triggers = objects.triggers
-        let row = try store.write { (tx) throws(ParseError) -> StoredObject in
+        let store = objects.store
+        let row = try store.transaction { () throws(ParseError) -> StoredObject in
             if let t = triggers, t.hasTrigger(.beforeSave, "_User") {
-                guard let current = try tx.fetchRaw("_User", objectId: id) else {
+                guard let current = try store.fetchRaw("_User", objectId: id) else {
                     throw ParseError(.objectNotFound, "Object not found.")
                 }
                 let original = try current.json(for: .master)

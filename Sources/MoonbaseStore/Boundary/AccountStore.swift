@@ -31,9 +31,6 @@ public protocol AccountStore: DocumentStore {
     /// token hash, refresh token hash, session user). Idempotent; called once at start-up.
     /// - Throws: 1 when an existing database holds duplicates the unique indexes refuse.
     func prepareAccounts() throws(ParseError)
-    /// Whether the calling thread is inside a write transaction (its reads then see writes that
-    /// may still roll back, so nothing read may be cached).
-    var inTransaction: Bool { get }
     /// The current auth epoch.
     func authEpoch() throws(ParseError) -> Int64
     /// The user whose `username` is exactly `username`, or nil.

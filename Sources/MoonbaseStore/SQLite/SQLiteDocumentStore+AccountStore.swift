@@ -19,8 +19,6 @@ extension SQLiteDocumentStore: AccountStore {
         }
     }
 
-    public var inTransaction: Bool { database.currentTransaction != nil }
-
     static let userByUsernameSQL =
         "SELECT \(StoredObject.columns) FROM \"_User\" WHERE \(Naming.fieldExpr("username", type: .string)) = ?"
     static let userByEmailSQL =

@@ -115,16 +115,8 @@ public enum ChangeFeed {
 
     // MARK: reading
 
-    /// One feed row: a save (with the object as stored now) or a delete tombstone.
-    public struct Row: Sendable {
-        public var seq: Int64
-        public var op: ChangeEvent.Op
-        public var objectId: String
-        /// The stored object (saves).
-        public var object: StoredObject?
-        /// The deleted row's `rperm` (tombstones; nil = it was public).
-        public var perm: String?
-    }
+    /// One feed row (the boundary type).
+    public typealias Row = ChangeFeedRow
 
     /// Rows of `className` with `after < seq <= through`, in seq order, at most `limit`, each
     /// object once (a row superseded by a later one of the same object is skipped).

@@ -1,65 +1,28 @@
 import MoonbaseCore
 import MoonbaseJSON
-import MoonbaseSQLite
-import MoonbaseStore
 import Synchronization
-
-/// Who is calling and from where: what the store, the triggers and Lua's `req` need.
-///
-/// Thread-confined to the request's thread (it carries the request's meter).
-public struct CallerContext {
-    public var identity: Identity
-    public var user: JSONObject?
-    public var requestId: String
-    public var ip: String
-    public var headers: [(String, String)]
-    public var meter: RequestMeter?
-
-    public init(identity: Identity, user: JSONObject? = nil, requestId: String = "", ip: String = "",
-                headers: [(String, String)] = [], meter: RequestMeter? = nil) {
-        self.identity = identity
-        self.user = user
-        self.requestId = requestId
-        self.ip = ip
-        self.headers = headers
-        self.meter = meter
-    }
-}
-
-/// The data triggers as the object service sees them (implemented over MoonbaseLua, whose
-/// `CloudTriggerKind` also holds realtime triggers that no write fires).
-public enum TriggerKind: String, Sendable {
-    case beforeSave, afterSave, beforeDelete, afterDelete, afterFind
-}
-
-public protocol TriggerRunner: Sendable {
-    func hasTrigger(_ kind: TriggerKind, _ className: String) -> Bool
-    /// beforeSave returns the object to store; afterSave's result is ignored.
-    func runSave(_ kind: TriggerKind, className: String, object: JSONObject, original: JSONObject?,
-                 caller: CallerContext) throws(ParseError) -> JSONObject
-    func runDelete(_ kind: TriggerKind, className: String, object: JSONObject, caller: CallerContext) throws(ParseError)
-    func runAfterFind(className: String, objects: [JSONObject], caller: CallerContext) throws(ParseError) -> [JSONObject]
-}
 
 /// Object operations with class permissions, ACLs and triggers, shared by REST, batch and
 /// Lua's `db.*`: a write and its before-trigger run in one
 /// transaction on the writer (the trigger's own `db.*` writes join it), after-triggers run after
 /// commit and their errors are logged, not returned.
+///
+/// Written against `DocumentStore` only: the same code serves every backend. Store calls made
+/// inside `store.transaction` join it, so a before-trigger and the write it guards commit or
+/// roll back together.
 public final class ObjectService: Sendable {
-    public let store: SQLiteDocumentStore
-    let schemaSource: CatalogSchemaSource
-    var queries: QueryExecutor { QueryExecutor(schemas: schemaSource) }
+    public let store: any DocumentStore
     let triggerBox: TriggerBox
 
-    public init(store: SQLiteDocumentStore) {
+    public init(store: any DocumentStore) {
         self.store = store
-        self.schemaSource = CatalogSchemaSource(catalog: store.catalog)
         self.triggerBox = TriggerBox()
     }
 
     /// Installed once Cloud Code is loaded (the store is built first).
     public func setTriggers(_ t: any TriggerRunner) { triggerBox.set(t) }
-    var triggers: (any TriggerRunner)? { triggerBox.get() }
+    /// The installed trigger runner (nil until Cloud Code loads).
+    public var triggers: (any TriggerRunner)? { triggerBox.get() }
 
     func has(_ kind: TriggerKind, _ className: String, _ caller: CallerContext) -> Bool {
         triggers?.hasTrigger(kind, className) ?? false
@@ -72,7 +35,7 @@ public final class ObjectService: Sendable {
         let stored: StoredObject
         if let t = triggers, t.hasTrigger(.beforeSave, className) {
             try store.checkCLP(.create, className, identity)
-            stored = try store.write { (tx) throws(ParseError) -> StoredObject in
+            stored = try store.transaction { () throws(ParseError) -> StoredObject in
                 var input = body
                 let acl = input.removeValue(forKey: "ACL")
                 let object = try t.runSave(.beforeSave, className: className, object: input, original: nil, caller: caller)
@@ -81,7 +44,7 @@ public final class ObjectService: Sendable {
                 fields.removeValue(forKey: "objectId")
                 fields.removeValue(forKey: "createdAt")
                 fields.removeValue(forKey: "updatedAt")
-                return try tx.insert(className, fields: fields, acl: aclOut, identity: identity)
+                return try store.insert(className, fields: fields, acl: aclOut, identity: identity)
             }
         } else {
             stored = try store.insert(className, fields: body, acl: nil, identity: identity)
@@ -98,8 +61,8 @@ public final class ObjectService: Sendable {
         var originalJSON: JSONObject?
         if let t = triggers, t.hasTrigger(.beforeSave, className) {
             try store.checkCLP(.update, className, identity)
-            stored = try store.write { (tx) throws(ParseError) -> StoredObject in
-                guard let current = try tx.fetchRaw(className, objectId: objectId),
+            stored = try store.transaction { () throws(ParseError) -> StoredObject in
+                guard let current = try store.fetchRaw(className, objectId: objectId),
                       identity.isMaster || current.canWrite(identity)
                 else { throw ParseError(.objectNotFound, "Object not found.") }
                 let original = try current.json(for: .master)
@@ -107,7 +70,7 @@ public final class ObjectService: Sendable {
                 let merged = UpdateView.apply(changes, to: original)
                 let result = try t.runSave(.beforeSave, className: className, object: merged, original: original, caller: caller)
                 let finalChanges = UpdateView.diff(changes: changes, merged: merged, result: result, original: original)
-                return try tx.update(className, objectId: objectId, changes: finalChanges, identity: identity)
+                return try store.update(className, objectId: objectId, changes: finalChanges, identity: identity)
             }
         } else {
             stored = try store.update(className, objectId: objectId, changes: changes, identity: identity)
@@ -123,9 +86,9 @@ public final class ObjectService: Sendable {
         let hasBefore = has(.beforeDelete, className, caller)
         let hasAfter = has(.afterDelete, className, caller)
         var deletedJSON: JSONObject?
-        try store.write { (tx) throws(ParseError) in
-            if hasBefore || hasAfter {
-                guard let current = try tx.fetchRaw(className, objectId: objectId),
+        if hasBefore || hasAfter {
+            try store.transaction { () throws(ParseError) in
+                guard let current = try store.fetchRaw(className, objectId: objectId),
                       identity.isMaster || current.canWrite(identity)
                 else { throw ParseError(.objectNotFound, "Object not found.") }
                 let json = try current.json(for: .master)
@@ -133,8 +96,10 @@ public final class ObjectService: Sendable {
                 if hasBefore, let t = triggers {
                     try t.runDelete(.beforeDelete, className: className, object: json, caller: caller)
                 }
+                try store.delete(className, objectId: objectId, identity: identity)
             }
-            try tx.delete(className, objectId: objectId, identity: identity)
+        } else {
+            try store.delete(className, objectId: objectId, identity: identity)
         }
         caller.meter?.dbWrites += 1
         if hasAfter, let t = triggers, let json = deletedJSON {
@@ -163,11 +128,7 @@ public final class ObjectService: Sendable {
                 Log.warn("after-trigger failed: \(error.message)", requestId: caller.requestId)
             }
         }
-        if let tx = store.database.currentTransaction {
-            tx.onCommit(run)
-        } else {
-            run()
-        }
+        store.afterCommit(run)
     }
 
     // MARK: reads
@@ -209,31 +170,22 @@ public final class ObjectService: Sendable {
             hook = nil
         }
         caller.meter?.dbReads += 1
-        let queries = self.queries
         let t = triggers
         // Classes without an afterFind trigger skip the hook: their rows stay spliced, unparsed.
         let applies: (String) -> Bool = { t?.hasTrigger(.afterFind, $0) ?? false }
-        return try store.database.read { (c) throws(ParseError) -> FindResult in
-            try queries.find(q, identity: caller.identity, on: c, afterFind: hook, afterFindApplies: applies)
-        }
+        return try store.find(q, identity: caller.identity, afterFind: hook, afterFindApplies: applies)
     }
 
     public func count(_ className: String, where w: JSONValue?, caller: CallerContext) throws(ParseError) -> Int {
         try store.checkCLP(.count, className, caller.identity)
         caller.meter?.dbReads += 1
-        let queries = self.queries
-        return try store.database.read { (c) throws(ParseError) -> Int in
-            try queries.count(className: className, where: w, identity: caller.identity, on: c)
-        }
+        return try store.count(className, where: w, identity: caller.identity)
     }
 
     public func distinct(_ className: String, field: String, where w: JSONValue?, caller: CallerContext) throws(ParseError) -> [JSONValue] {
         try store.checkCLP(.find, className, caller.identity)
         caller.meter?.dbReads += 1
-        let queries = self.queries
-        return try store.database.read { (c) throws(ParseError) -> [JSONValue] in
-            try queries.distinct(className: className, field: field, where: w, identity: caller.identity, on: c)
-        }
+        return try store.distinct(className, field: field, where: w, identity: caller.identity)
     }
 
     // MARK: bulk
@@ -247,14 +199,9 @@ public final class ObjectService: Sendable {
         if !triggersApply || !(has(.beforeDelete, className, caller) || has(.afterDelete, className, caller)) {
             try store.checkCLP(.delete, className, identity)
             caller.meter?.dbWrites += 1
-            return try store.write { (tx) throws(ParseError) -> Int in
-                guard let schema = try schemaSource.querySchema(className, on: tx.connection) else { return 0 }
-                let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(
-                    schemas: schemaSource, identity: identity, conn: tx.connection)).compile(w)
-                return try tx.deleteWhere(className, where: compiled, identity: identity)
-            }
+            return try store.deleteWhere(className, where: w, identity: identity)
         }
-        return try store.write { (tx) throws(ParseError) -> Int in
+        return try store.transaction { () throws(ParseError) -> Int in
             let ids = try matchingIds(className, w, caller)
             for id in ids { try delete(className, id, caller: caller) }
             return ids.count
@@ -267,14 +214,9 @@ public final class ObjectService: Sendable {
         let triggersApply = runTriggers || !identity.isMaster
         if !triggersApply || !(has(.beforeSave, className, caller) || has(.afterSave, className, caller)) {
             caller.meter?.dbWrites += 1
-            return try store.write { (tx) throws(ParseError) -> Int in
-                guard let schema = try schemaSource.querySchema(className, on: tx.connection) else { return 0 }
-                let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(
-                    schemas: schemaSource, identity: identity, conn: tx.connection)).compile(w)
-                return try tx.updateWhere(className, where: compiled, changes: changes, identity: identity)
-            }
+            return try store.updateWhere(className, where: w, changes: changes, identity: identity)
         }
-        return try store.write { (tx) throws(ParseError) -> Int in
+        return try store.transaction { () throws(ParseError) -> Int in
             let ids = try matchingIds(className, w, caller)
             for id in ids { _ = try update(className, id, changes, caller: caller) }
             return ids.count
@@ -283,9 +225,7 @@ public final class ObjectService: Sendable {
 
     func matchingIds(_ className: String, _ w: JSONValue?, _ caller: CallerContext) throws(ParseError) -> [String] {
         let q = FindQuery(className: className, where: w, limit: FindQuery.luaMaxLimit, keys: ["objectId"])
-        let r = try store.database.read { (c) throws(ParseError) -> FindResult in
-            try queries.find(q, identity: caller.identity, on: c, afterFind: nil)
-        }
+        let r = try store.find(q, identity: caller.identity, afterFind: nil, afterFindApplies: nil)
         return try r.objects().compactMap { $0["objectId"]?.stringValue }
     }
 }

@@ -4,11 +4,11 @@ import MoonbaseJSON
 /// changes: `req.object` is the stored object with the changes applied (operators computed from
 /// the stored values), and only the fields the trigger changed replace the client's changes, so
 /// an `Increment` the trigger leaves alone stays an atomic SQL increment.
-enum UpdateView {
-    static let reserved: Set<String> = ["objectId", "createdAt", "updatedAt", "className", "__type"]
+public enum UpdateView {
+    public static let reserved: Set<String> = ["objectId", "createdAt", "updatedAt", "className", "__type"]
 
     /// `original` with `changes` applied for presentation.
-    static func apply(_ changes: JSONObject, to original: JSONObject) -> JSONObject {
+    public static func apply(_ changes: JSONObject, to original: JSONObject) -> JSONObject {
         var out = original
         for e in changes where !reserved.contains(e.key) {
             if let op = e.value["__op"]?.stringValue {
@@ -44,7 +44,7 @@ enum UpdateView {
     }
 
     /// The changes to store after the trigger returned `result`.
-    static func diff(changes: JSONObject, merged: JSONObject, result: JSONObject, original: JSONObject) -> JSONObject {
+    public static func diff(changes: JSONObject, merged: JSONObject, result: JSONObject, original: JSONObject) -> JSONObject {
         var out = JSONObject()
         for e in changes where !reserved.contains(e.key) {
             let before = merged[e.key]

@@ -2,8 +2,9 @@ import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseSQLite
 
-/// The SQLite `DocumentStore`: class tables in one database (layout in `Naming`), schemas in
-/// `_mb_schema`, one serialised writer and per-thread readers (`Database`).
+/// The SQLite `Store`: class tables in one database (layout in `Naming`), schemas in
+/// `_mb_schema`, one serialised writer and per-thread readers (`Database`). The other protocols
+/// are implemented in `SQLiteDocumentStore+<Protocol>.swift` beside this file.
 ///
 /// Thread-safety: `Sendable`; every method may be called from any thread. Writes made inside
 /// `transaction` (or inside another write on the same thread) join it.
@@ -18,6 +19,8 @@ public final class SQLiteDocumentStore: DocumentStore {
     public let context: StoreContext
     public var catalog: SchemaCatalog { context.catalog }
     public var clock: any HostClock { context.clock }
+    let schemaSource: CatalogSchemaSource
+    var queries: QueryExecutor { QueryExecutor(schemas: schemaSource) }
 
     /// Attaches a store to `database`: creates or upgrades the internal tables (`Migrator`),
     /// loads the schema catalog, registers `mb_array_op`.
@@ -25,20 +28,32 @@ public final class SQLiteDocumentStore: DocumentStore {
         try Migrator.migrate(database)
         self.database = database
         self.context = StoreContext(catalog: try SchemaCatalog(database: database), clock: clock)
+        self.schemaSource = CatalogSchemaSource(catalog: context.catalog)
         database.context = context
         try database.register(arrayOpFunction)
         try database.register(polygonContainsFunction)
     }
+
+    // MARK: transactions
 
     /// Runs `body` in one write transaction (`BEGIN IMMEDIATE`), joining an open one on this thread.
     public func transaction<T>(_ body: () throws(ParseError) -> T) throws(ParseError) -> T {
         try database.write { (_) throws(ParseError) -> T in try body() }
     }
 
-    /// Like `transaction`, with the SQLite transaction itself (for set-based SQL in bulk jobs).
+    public func afterCommit(_ action: @escaping () -> Void) {
+        if let tx = database.currentTransaction { tx.onCommit(action) } else { action() }
+    }
+
+    public var inTransaction: Bool { database.currentTransaction != nil }
+
+    /// Like `transaction`, with the SQLite transaction itself: for the store's own set-based SQL
+    /// (internal tables), never for the layers above.
     public func write<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         try database.write(body)
     }
+
+    // MARK: objects
 
     public func insert(_ className: String, fields: JSONObject, acl: JSONValue? = nil, identity: Identity) throws(ParseError) -> StoredObject {
         try database.write { (tx) throws(ParseError) in try tx.insert(className, fields: fields, acl: acl, identity: identity) }
@@ -68,6 +83,54 @@ public final class SQLiteDocumentStore: DocumentStore {
         return try database.read { (c) throws(ParseError) in try c.fetchRaw(className, objectId: objectId) }
     }
 
+    // MARK: queries
+
+    public func find(_ q: FindQuery, identity: Identity, afterFind: AfterFindHook? = nil,
+                     afterFindApplies: ((String) -> Bool)? = nil) throws(ParseError) -> FindResult {
+        let queries = self.queries
+        return try database.read { (c) throws(ParseError) -> FindResult in
+            try queries.find(q, identity: identity, on: c, afterFind: afterFind, afterFindApplies: afterFindApplies)
+        }
+    }
+
+    public func count(_ className: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> Int {
+        let queries = self.queries
+        return try database.read { (c) throws(ParseError) -> Int in
+            try queries.count(className: className, where: w, identity: identity, on: c)
+        }
+    }
+
+    public func distinct(_ className: String, field: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> [JSONValue] {
+        let queries = self.queries
+        return try database.read { (c) throws(ParseError) -> [JSONValue] in
+            try queries.distinct(className: className, field: field, where: w, identity: identity, on: c)
+        }
+    }
+
+    // MARK: bulk writes
+
+    public func deleteWhere(_ className: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> Int {
+        try database.write { (tx) throws(ParseError) -> Int in
+            guard let compiled = try compile(className, w, identity: identity, in: tx) else { return 0 }
+            return try tx.deleteWhere(className, where: compiled, identity: identity)
+        }
+    }
+
+    public func updateWhere(_ className: String, where w: JSONValue?, changes: JSONObject, identity: Identity) throws(ParseError) -> Int {
+        try database.write { (tx) throws(ParseError) -> Int in
+            guard let compiled = try compile(className, w, identity: identity, in: tx) else { return 0 }
+            return try tx.updateWhere(className, where: compiled, changes: changes, identity: identity)
+        }
+    }
+
+    /// The `where` JSON compiled against the class's schema (nil: no such class).
+    func compile(_ className: String, _ w: JSONValue?, identity: Identity, in tx: WriteTransaction) throws(ParseError) -> CompiledWhere? {
+        guard let schema = try schemaSource.querySchema(className, on: tx.connection) else { return nil }
+        return try QueryCompiler(schema: schema, subqueries: SubqueryContext(
+            schemas: schemaSource, identity: identity, conn: tx.connection)).compile(w)
+    }
+
+    /// Set-based delete / update of the objects matching an already compiled `where` (tests).
     public func deleteWhere(_ className: String, where filter: CompiledWhere, identity: Identity) throws(ParseError) -> Int {
         try database.write { (tx) throws(ParseError) in try tx.deleteWhere(className, where: filter, identity: identity) }
     }
@@ -77,6 +140,11 @@ public final class SQLiteDocumentStore: DocumentStore {
             try tx.updateWhere(className, where: filter, changes: changes, identity: identity)
         }
     }
+
+    public func beginBulkWork() { database.beginBulkWork() }
+    public func endBulkWork() { database.endBulkWork() }
+
+    // MARK: schema and permissions
 
     public func setIndexes(_ className: String, _ specs: JSONObject) throws(ParseError) {
         try database.write { (tx) throws(ParseError) in try catalog.setIndexes(className, specs, in: tx) }
@@ -94,7 +162,17 @@ public final class SQLiteDocumentStore: DocumentStore {
 
     public func schema(_ className: String) -> ClassSchema? { catalog.schema(className) }
 
+    public var classNames: [String] { catalog.classNames }
+
+    /// `PRAGMA wal_checkpoint(TRUNCATE)`: the WAL folded into the main file.
+    public func checkpoint() throws(ParseError) { try database.checkpoint() }
+
+    public func close() { database.close() }
+
     public func recordRequestId(_ id: String) throws(ParseError) -> Bool {
         try database.recordRequestId(id, now: clock.nowMillis())
     }
 }
+
+/// The composite: every protocol above is implemented in this folder.
+extension SQLiteDocumentStore: Store {}

@@ -1,6 +1,5 @@
 import MoonbaseCore
 import MoonbaseSQLite
-import MoonbaseStore
 
 /// The query side's view of the schema catalog: field types and text indexes of a class, and
 /// its class-level `get` permission.

@@ -1,0 +1,98 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseStore
+import Synchronization
+import Testing
+
+/// The store as the layers above see it: only through `any Store` (no connection, no SQL), on
+/// the real SQLite implementation.
+@Suite(.timeLimit(.minutes(1)))
+struct StoreBoundaryTests {
+    let f: StorageFixture
+    var store: any Store { f.store }
+    init() throws { f = try StorageFixture() }
+
+    @Test func bulkWritesTakeAWhereJSONAndRespectACLs() throws {
+        for i in 0..<10 { _ = try store.insert("Job", fields: ["n": .int(Int64(i))], acl: nil, identity: .master) }
+        let mine = try store.insert("Job", fields: ["n": 1000], acl: ["u1": ["read": true, "write": true]], identity: .master)
+        #expect(try store.updateWhere("Job", where: ["n": ["$lt": 5]], changes: ["n": ["__op": "Increment", "amount": 100]],
+                                      identity: .master) == 5)
+        #expect(try store.count("Job", where: ["n": ["$gte": 100]], identity: .master) == 6)
+        #expect(try store.distinct("Job", field: "n", where: ["n": ["$lt": 100]], identity: .master).count == 5)
+        // The anonymous caller neither sees nor deletes the object only u1 may write.
+        #expect(try store.deleteWhere("Job", where: ["n": ["$gte": 100]], identity: .anonymous) == 5)
+        #expect(try store.fetchRaw("Job", objectId: mine.objectId) != nil)
+        #expect(try store.deleteWhere("Nope", where: nil, identity: .master) == 0)
+        // A bad where is refused by the store's compiler, not run.
+        #expect(parseCode { try store.deleteWhere("Job", where: ["n": ["$bogus": 1]], identity: .master) } == 102)
+        let q = try FindQuery(className: "Job", options: ["where": ["n": ["$lt": 100]], "order": "n"], maxLimit: 100)
+        let r = try store.find(q, identity: .master, afterFind: nil, afterFindApplies: nil)
+        #expect(try r.objects().compactMap { $0["n"]?.intValue } == [5, 6, 7, 8, 9])
+    }
+
+    @Test func afterCommitRunsOnlyOnceTheOutermostTransactionCommits() throws {
+        let ran = Mutex<[String]>([])
+        #expect(!store.inTransaction)
+        store.afterCommit { ran.withLock { $0.append("now") } }
+        #expect(ran.withLock { $0 } == ["now"])
+        let id = try store.transaction { () throws(ParseError) -> String in
+            #expect(store.inTransaction)
+            let o = try store.insert("Note", fields: ["t": "a"], acl: nil, identity: .master)
+            try store.transaction { () throws(ParseError) in
+                store.afterCommit { ran.withLock { $0.append("inner") } }
+            }
+            // Joined, not committed: the action waits for the outer commit.
+            #expect(ran.withLock { $0 } == ["now"])
+            #expect(try store.fetchRaw("Note", objectId: o.objectId) != nil)  // reads see the own write
+            return o.objectId
+        }
+        #expect(!store.inTransaction)
+        #expect(ran.withLock { $0 } == ["now", "inner"])
+        #expect(try store.fetchRaw("Note", objectId: id) != nil)
+    }
+
+    @Test func anErrorEscapingTheTransactionRollsBackWritesAndDropsAfterCommit() throws {
+        let ran = Atomic<Int>(0)
+        var created: String?
+        #expect(parseCode {
+            try store.transaction { () throws(ParseError) in
+                created = try store.insert("Note", fields: ["t": "gone"], acl: nil, identity: .master).objectId
+                store.afterCommit { ran.add(1, ordering: .relaxed) }
+                throw ParseError(.scriptFailed, "abort")
+            }
+        } == ParseErrorCode.scriptFailed.rawValue)
+        #expect(ran.load(ordering: .relaxed) == 0)
+        #expect(try store.fetchRaw("Note", objectId: try #require(created)) == nil)
+        // A nested failure caught inside keeps the outer transaction's other writes.
+        let kept = try store.transaction { () throws(ParseError) -> String in
+            let k = try store.insert("Note", fields: ["t": "kept"], acl: nil, identity: .master)
+            do throws(ParseError) {
+                try store.transaction { () throws(ParseError) in
+                    _ = try store.insert("Note", fields: ["t": "undone"], acl: nil, identity: .master)
+                    throw ParseError(.scriptFailed, "inner")
+                }
+            } catch {}
+            return k.objectId
+        }
+        #expect(try store.fetchRaw("Note", objectId: kept) != nil)
+        #expect(try store.count("Note", where: nil, identity: .master) == 1)
+    }
+
+    @Test func changeFeedIsReadThroughTheProtocol() throws {
+        let head0 = try store.changeFeedHead()
+        let a = try store.insert("Note", fields: ["t": "a"], acl: nil, identity: .master)
+        _ = try store.update("Note", objectId: a.objectId, changes: ["t": "b"], identity: .master)
+        let b = try store.insert("Note", fields: ["t": "c"], acl: nil, identity: .master)
+        try store.delete("Note", objectId: b.objectId, identity: .master)
+        let head = try store.changeFeedHead()
+        #expect(head == head0 + 4)
+        let rows = try store.changeFeed("Note", after: head0, through: head, limit: 10)
+        #expect(rows.map(\.objectId) == [a.objectId, b.objectId] && rows.map(\.op) == [.save, .delete])
+        #expect(rows[0].object.map { try? $0.json(for: .master)["t"] } == "b")
+        #expect(try store.compactChangeFeed(batch: 100) == 4)
+        f.clock.advance(byMillis: 1000)
+        #expect(try store.purgeChangeFeed(before: f.clock.nowMillis()) == 1)
+        #expect(parseCode { try store.checkChangeFeed(since: 1) } == ParseErrorCode.invalidEventName.rawValue)
+        try store.checkChangeFeed(since: 0)
+    }
+}
