@@ -6,7 +6,6 @@ import MoonbaseHTTP
 import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
-import MoonbaseSQLite
 import MoonbaseStore
 
 /// The composition root: the only place that builds the store, the services,
@@ -23,8 +22,7 @@ public final class Host: Sendable {
         let clock = SystemClock()
         // Only the server makes the key it prints; the other verbs never leave one behind.
         let masterKey = try MasterKey.resolve(config, create: serving)
-        let database = try Database(path: config.databasePath)
-        let store = try SQLiteDocumentStore(database: database, clock: clock)
+        let store = try SQLiteDocumentStore(path: config.databasePath, clock: clock)
         var authConfig = AuthConfig(appId: config.appId)
         authConfig.loginMaxFailures = config.loginMaxFailures
         authConfig.sessionLifetimeMillis = config.sessionLengthSeconds * 1000
