@@ -37,7 +37,9 @@ let package = Package(
         .target(name: "MoonbaseJSON", dependencies: ["MoonbaseCore", "CJSON"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "CSQLite"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCrypto", dependencies: ["MoonbaseCore", "CSodium", "COpenSSL"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto", "MoonbasePostgres"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto", "MoonbaseQuota",
+                                                     "MoonbasePostgres"],
+                swiftSettings: swiftSettings),
         .target(name: "MoonbaseAuth", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseStore", "MoonbaseCrypto"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseLua", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseCrypto", "CLuaBridge"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCron", dependencies: ["MoonbaseCore", "MoonbaseJSON"], swiftSettings: swiftSettings),
@@ -65,14 +67,14 @@ let package = Package(
 
         // Tests: one target per module.
         .testTarget(name: "MoonbaseJSONTests", dependencies: ["MoonbaseJSON"]),
-        .testTarget(name: "MoonbaseStoreTests", dependencies: ["MoonbaseStore", "MoonbaseSQLite"]),
+        .testTarget(name: "MoonbaseStoreTests", dependencies: ["MoonbaseStore", "MoonbaseSQLite", "MoonbaseQuota"]),
         .testTarget(name: "MoonbaseLuaTests", dependencies: ["MoonbaseLua"]),
         .testTarget(name: "MoonbaseCronTests", dependencies: ["MoonbaseCron"]),
         .testTarget(name: "MoonbaseQuotaTests", dependencies: ["MoonbaseQuota"]),
         .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCrypto"]),
         .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
         .testTarget(name: "MoonbaseRealtimeTests", dependencies: ["MoonbaseRealtime", "MoonbaseStore", "MoonbaseSQLite"]),
-        .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto"]),
+        .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto", "MoonbaseStore", "MoonbaseSQLite"]),
         // The whole host built in process (Host.build) and driven without sockets.
         .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseCore"]),
         .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),

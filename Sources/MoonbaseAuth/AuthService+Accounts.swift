@@ -1,7 +1,6 @@
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseJSON
-import MoonbaseSQLite
 import MoonbaseStore
 
 /// Sign-up and login results.
@@ -39,17 +38,17 @@ extension AuthService {
         }
         let email = try Self.email(in: body)
         try store.checkCLP(.create, "_User", identity)
-        try database.read { (c) throws(ParseError) in try checkAvailable(username: username, email: email, except: nil, on: c) }
+        try checkAvailable(username: username, email: email, except: nil)
 
         var fields = try Self.clientFields(body)
         fields["_hashed_password"] = .string(Password.hash(password))
 
-        let (user, session) = try database.write { (tx) throws(ParseError) -> (StoredObject, IssuedSession) in
-            try checkAvailable(username: username, email: email, except: nil, on: tx.connection)
-            // Writes are serialised, so this second check (on the writer) is authoritative; the
-            // unique indexes on username and lower(email) back it up.
-            let user = try tx.insert("_User", fields: fields, acl: body["ACL"], identity: .master, allowInternalFields: true)
-            return (user, try createSession(userId: user.objectId, action: .signup, installationId: installationId, in: tx))
+        let (user, session) = try store.transaction { () throws(ParseError) -> (StoredObject, IssuedSession) in
+            try checkAvailable(username: username, email: email, except: nil)
+            // Writes are serialised, so this second check (inside the write) is authoritative;
+            // the unique indexes on username and lower(email) back it up.
+            let user = try store.insertUser(fields: fields, acl: body["ACL"])
+            return (user, try createSession(userId: user.objectId, action: .signup, installationId: installationId))
         }
         let body: JSONObject = [
             "objectId": .string(user.objectId),
@@ -94,11 +93,11 @@ extension AuthService {
     }
 
     /// Throws 202 / 203 when another user (not `except`) has the username / email.
-    func checkAvailable(username: String?, email: String?, except userId: String?, on c: Connection) throws(ParseError) {
-        if let username, let other = try userByUsername(username, on: c), other.objectId != userId {
+    func checkAvailable(username: String?, email: String?, except userId: String?) throws(ParseError) {
+        if let username, let other = try store.user(username: username), other.objectId != userId {
             throw ParseError(.usernameTaken, "Account already exists for this username.")
         }
-        if let email, let other = try userByEmail(email, on: c), other.objectId != userId {
+        if let email, let other = try store.user(email: email), other.objectId != userId {
             throw ParseError(.emailTaken, "Account already exists for this email address.")
         }
     }
@@ -116,9 +115,7 @@ extension AuthService {
     public func logIn(username: String?, email: String? = nil, password: String?, ip: String,
                       installationId: String? = nil) throws(ParseError) -> AuthResult {
         let user = try authenticate(username: username, email: email, password: password, ip: ip)
-        let session = try database.write { (tx) throws(ParseError) in
-            try createSession(userId: user.objectId, action: .login, installationId: installationId, in: tx)
-        }
+        let session = try createSession(userId: user.objectId, action: .login, installationId: installationId)
         var body = try user.json(for: .user(user.objectId))
         body["sessionToken"] = .string(session.sessionToken)
         return AuthResult(body: body, sessionToken: session.sessionToken, userId: user.objectId, sessionId: session.sessionId)
@@ -133,9 +130,7 @@ extension AuthService {
         let ipKey = ip.isEmpty ? nil : "ip:" + ip
         let nameKey = "name:" + login.lowercased()
         try throttle.check([ipKey, nameKey].compactMap { $0 })
-        let user = try database.read { (c) throws(ParseError) in
-            username?.isEmpty == false ? try userByLogin(login, on: c) : try userByEmail(login, on: c)
-        }
+        let user = username?.isEmpty == false ? try userByLogin(login) : try store.user(email: login)
         let accountKey = user.map { "user:" + $0.objectId } ?? nameKey
         if user != nil { try throttle.check([accountKey]) }
         guard try Self.verify(password, user: user), let user else {

@@ -1,7 +1,6 @@
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseJSON
-import MoonbaseSQLite
 import MoonbaseStore
 
 /// The answer of `POST /oauth/token`, rendered as is by the endpoint: RFC 6749 §5.1 on success,
@@ -80,7 +79,7 @@ extension AuthService {
         }
         guard form["password"]?.isEmpty == false else { return .error("invalid_request", "password is required") }
         let user = try authenticate(username: form["username"], email: form["email"], password: form["password"], ip: ip)
-        let s = try database.write { (tx) throws(ParseError) in try createSession(userId: user.objectId, action: .oauth, in: tx) }
+        let s = try createSession(userId: user.objectId, action: .oauth)
         return .success(tokenBody(accessToken: s.sessionToken, refreshToken: s.refreshToken ?? ""))
     }
 
@@ -91,13 +90,13 @@ extension AuthService {
         guard refresh.utf8.count <= 512 else { return .error("invalid_grant", "invalid refresh token") }
         let hash = TokenHash.sha256Hex(refresh)
         let now = clock.nowMillis()
-        let tokens = try database.write { (tx) throws(ParseError) -> (String, String)? in
-            guard let s = try sessionRow(refreshHash: hash, on: tx.connection),
+        let tokens = try store.transaction { () throws(ParseError) -> (String, String)? in
+            guard let s = try Self.sessionRow(store.session(refreshTokenHash: hash)),
                   let iso = s.fields["refreshExpiresAt"]?["iso"]?.stringValue, let exp = ISO8601.parse(iso), exp > now,
-                  try tx.fetchRaw("_User", objectId: s.userId) != nil else { return nil }
+                  try store.fetchRaw("_User", objectId: s.userId) != nil else { return nil }
             let access = SessionToken.generate()
             let next = SessionToken.generate(prefix: "rt:")
-            try tx.update("_Session", objectId: s.row.objectId, changes: [
+            _ = try store.update("_Session", objectId: s.row.objectId, changes: [
                 "sessionTokenHash": .string(TokenHash.sha256Hex(access)),
                 "expiresAt": dateValue(now + config.accessTokenLifetimeMillis),
                 "refreshTokenHash": .string(TokenHash.sha256Hex(next)),

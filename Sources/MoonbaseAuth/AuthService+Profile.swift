@@ -1,11 +1,10 @@
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseJSON
-import MoonbaseSQLite
 import MoonbaseStore
 
 /// A profile change checked and prepared outside the write transaction (the password work is
-/// done), to be applied by `AuthService.applyUserUpdate(_:in:)`.
+/// done), to be applied by `AuthService.applyUserUpdate(_:)`.
 public struct PreparedUserUpdate: Sendable {
     public var userId: String
     public var identity: Identity
@@ -43,7 +42,7 @@ extension AuthService {
     public func updateUser(_ id: String, changes: JSONObject, identity: Identity,
                            currentSessionId: String?) throws(ParseError) -> JSONObject {
         let prepared = try prepareUserUpdate(id, changes: changes, identity: identity, currentSessionId: currentSessionId)
-        let row = try database.write { (tx) throws(ParseError) in try applyUserUpdate(prepared, in: tx) }
+        let row = try store.transaction { () throws(ParseError) in try applyUserUpdate(prepared) }
         return ["updatedAt": iso(row.updatedAt)]
     }
 
@@ -80,54 +79,46 @@ extension AuthService {
             verifiedHash = try Self.passwordHash(of: user)
             guard let hash = verifiedHash, Password.verify(given, against: hash) else { throw Self.invalidCredentials }
         }
-        try database.read { (c) throws(ParseError) in
-            try checkAvailable(username: username, email: emailChanges ? email : nil, except: id, on: c)
-        }
+        try checkAvailable(username: username, email: emailChanges ? email : nil, except: id)
         if let newPassword { out["_hashed_password"] = .string(Password.hash(newPassword)) }
         return PreparedUserUpdate(userId: id, identity: identity, changes: out, changesPassword: newPassword != nil,
                                   currentSessionId: currentSessionId, username: username,
                                   email: emailChanges ? email : nil, verifiedHash: verifiedHash)
     }
 
-    /// Second half of `updateUser`, in the caller's write transaction (the API layer wraps it
+    /// Second half of `updateUser`, in the caller's transaction (the API layer wraps it
     /// with `beforeSave`/`afterSave`): re-checks uniqueness on the writer, writes through the
     /// store (ACL and CLP apply to `identity`), revokes other sessions on a password change.
     /// - Returns: the stored user after the update.
     @discardableResult
-    /// `applyUserUpdate` in a transaction of its own, or joining the one open on this thread
-    /// (the API layer runs `beforeSave` in it first).
     public func applyUserUpdate(_ p: PreparedUserUpdate) throws(ParseError) -> StoredObject {
-        try database.write { (tx) throws(ParseError) in try applyUserUpdate(p, in: tx) }
-    }
-
-    public func applyUserUpdate(_ p: PreparedUserUpdate, in tx: WriteTransaction) throws(ParseError) -> StoredObject {
-        if let verified = p.verifiedHash {
-            // The password changed between verification and now: the proof is stale.
-            guard let row = try tx.fetchRaw("_User", objectId: p.userId), try Self.passwordHash(of: row) == verified else {
-                throw Self.invalidCredentials
+        try store.transaction { () throws(ParseError) -> StoredObject in
+            if let verified = p.verifiedHash {
+                // The password changed between verification and now: the proof is stale.
+                guard let row = try store.fetchRaw("_User", objectId: p.userId), try Self.passwordHash(of: row) == verified else {
+                    throw Self.invalidCredentials
+                }
             }
+            try checkAvailable(username: p.username, email: p.email, except: p.userId)
+            let row = try store.updateUser(p.userId, changes: p.changes, identity: p.identity)
+            if p.changesPassword {
+                try revokeSessions(userId: p.userId, except: p.identity.isMaster ? nil : p.currentSessionId)
+            }
+            return row
         }
-        try checkAvailable(username: p.username, email: p.email, except: p.userId, on: tx.connection)
-        let row = try tx.update("_User", objectId: p.userId, changes: p.changes, identity: p.identity, allowInternalFields: true)
-        if p.changesPassword {
-            try revokeSessions(userId: p.userId, except: p.identity.isMaster ? nil : p.currentSessionId, in: tx)
-        }
-        return row
     }
 
     // MARK: Deleting
 
     /// `DELETE /parse/users/ID`: deletes the user and all their sessions. Only the user themself
     /// or the master key (101 otherwise).
+    /// Joins the caller's transaction if any (the API layer runs `beforeDelete` cascades in the
+    /// same transaction first).
     public func deleteUser(_ id: String, identity: Identity) throws(ParseError) {
-        try database.write { (tx) throws(ParseError) in try deleteUser(id, identity: identity, in: tx) }
-    }
-
-    /// `deleteUser` inside the caller's transaction (the API layer runs `beforeDelete` cascades
-    /// in the same transaction first).
-    public func deleteUser(_ id: String, identity: Identity, in tx: WriteTransaction) throws(ParseError) {
         guard identity.isMaster || identity.userId == id else { throw ParseError(.objectNotFound, "Object not found.") }
-        try deleteUserSessions(id, in: tx)
-        try tx.delete("_User", objectId: id, identity: identity)
+        try store.transaction { () throws(ParseError) in
+            try deleteUserSessions(id)
+            try store.delete("_User", objectId: id, identity: identity)
+        }
     }
 }

@@ -1,7 +1,6 @@
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseJSON
-import MoonbaseSQLite
 import MoonbaseStore
 
 /// A session made by `AuthService.createSession`: the tokens are returned here once and stored
@@ -23,14 +22,15 @@ public enum SessionAction: String, Sendable {
 extension AuthService {
     // MARK: Creating
 
-    /// Inserts a `_Session` row for `userId` in `tx` and returns its fresh tokens.
+    /// Inserts a `_Session` row for `userId` (joining the caller's transaction, if any) and
+    /// returns its fresh tokens.
     ///
     /// Row fields: `user` (Pointer `_User`), `sessionTokenHash`, `expiresAt` (Date), `createdWith`
     /// `{action, authProvider: "password"}`, `installationId` when given, and for OAuth
     /// `refreshTokenHash` + `refreshExpiresAt`. ACL: the user may read and delete it (the class
     /// itself stays master-only).
-    public func createSession(userId: String, action: SessionAction, installationId: String? = nil,
-                              in tx: WriteTransaction) throws(ParseError) -> IssuedSession {
+    public func createSession(userId: String, action: SessionAction,
+                              installationId: String? = nil) throws(ParseError) -> IssuedSession {
         let now = clock.nowMillis()
         let oauth = action == .oauth
         let token = SessionToken.generate()
@@ -52,7 +52,7 @@ extension AuthService {
             fields["refreshExpiresAt"] = dateValue(now + config.refreshTokenLifetimeMillis)
         }
         let acl: JSONValue = [userId: ["read": true, "write": true]]
-        let row = try tx.insert("_Session", fields: fields, acl: acl, identity: .master)
+        let row = try store.insert("_Session", fields: fields, acl: acl, identity: .master)
         return IssuedSession(sessionId: row.objectId, sessionToken: token, expiresAt: expiresAt,
                              refreshToken: refresh, refreshExpiresAt: refreshExpiresAt)
     }
@@ -70,17 +70,17 @@ extension AuthService {
         let hash = TokenHash.sha256Hex(token)
         let now = clock.nowMillis()
         // Inside a write the reads see uncommitted rows that may yet roll back: bypass the cache.
-        let useCache = database.currentTransaction == nil
-        return try database.read { (c) throws(ParseError) -> ResolvedSession? in
-            let epoch = try self.epoch(on: c)
-            if useCache, let hit = cache.lookup(hash, epoch: epoch, now: now) { return hit }
-            guard let found = try sessionRow(tokenHash: hash, on: c), found.expiresAt > now,
-                  let user = try c.fetchRaw("_User", objectId: found.userId) else { return nil }
-            let resolved = ResolvedSession(userId: found.userId, user: try user.json(for: .user(found.userId)),
-                                           sessionId: found.row.objectId, expiresAt: found.expiresAt)
-            if useCache { cache.store(hash, resolved, epoch: epoch) }
-            return resolved
-        }
+        let useCache = !store.inTransaction
+        // The epoch is read before the rows, so an answer cached under it is never newer data
+        // under an older epoch.
+        let epoch = try store.authEpoch()
+        if useCache, let hit = cache.lookup(hash, epoch: epoch, now: now) { return hit }
+        guard let found = try Self.sessionRow(store.session(tokenHash: hash)), found.expiresAt > now,
+              let user = try store.fetchRaw("_User", objectId: found.userId) else { return nil }
+        let resolved = ResolvedSession(userId: found.userId, user: try user.json(for: .user(found.userId)),
+                                       sessionId: found.row.objectId, expiresAt: found.expiresAt)
+        if useCache { cache.store(hash, resolved, epoch: epoch) }
+        return resolved
     }
 
     /// A session row's parts that matter here.
@@ -99,14 +99,6 @@ extension AuthService {
         return SessionRow(row: row, fields: f, userId: uid, expiresAt: exp)
     }
 
-    func sessionRow(tokenHash: String, on c: Connection) throws(ParseError) -> SessionRow? {
-        try Self.sessionRow(Self.first(Self.sessionByTokenSQL, tokenHash, className: "_Session", on: c))
-    }
-
-    func sessionRow(refreshHash: String, on c: Connection) throws(ParseError) -> SessionRow? {
-        try Self.sessionRow(Self.first(Self.sessionByRefreshSQL, refreshHash, className: "_Session", on: c))
-    }
-
     /// `GET /parse/users/me`: the user as they see themself, plus `sessionToken` (Parse's shape).
     /// - Throws: 209 for an unknown or expired token.
     public func me(_ token: String) throws(ParseError) -> JSONObject {
@@ -122,9 +114,9 @@ extension AuthService {
     /// - Throws: 209 when the token matches no session.
     public func logOut(_ token: String) throws(ParseError) {
         let hash = TokenHash.sha256Hex(token)
-        let deleted = try database.write { (tx) throws(ParseError) -> Bool in
-            guard let s = try sessionRow(tokenHash: hash, on: tx.connection) else { return false }
-            try tx.delete("_Session", objectId: s.row.objectId, identity: .master)
+        let deleted = try store.transaction { () throws(ParseError) -> Bool in
+            guard let s = try store.session(tokenHash: hash) else { return false }
+            try store.delete("_Session", objectId: s.objectId, identity: .master)
             return true
         }
         cache.remove(hash)
@@ -132,46 +124,24 @@ extension AuthService {
     }
 
     /// Deletes every session of `userId` except `sessionId` (a password change keeps the session
-    /// that made it). Returns how many were deleted.
+    /// that made it), joining the caller's transaction if any. Returns how many were deleted.
     @discardableResult
     public func revokeSessions(userId: String, except sessionId: String? = nil) throws(ParseError) -> Int {
-        try database.write { (tx) throws(ParseError) in try revokeSessions(userId: userId, except: sessionId, in: tx) }
+        try store.deleteSessions(userId: userId, except: sessionId)
     }
 
-    /// `revokeSessions` inside the caller's transaction.
+    /// Deletes all sessions of `userId` (the user-deletion cascade, for the API layer's object
+    /// service to call around its `beforeDelete` triggers, in its transaction).
     @discardableResult
-    public func revokeSessions(userId: String, except sessionId: String?, in tx: WriteTransaction) throws(ParseError) -> Int {
-        var filter = "\(Naming.fieldExpr("user", type: .pointer)) = ?"
-        var binds: [SQLiteValue] = [.text(userId)]
-        if let sessionId {
-            filter += " AND objectId != ?"
-            binds.append(.text(sessionId))
-        }
-        try tx.feedBeforeDelete("_Session", filter: filter, binds: binds)
-        return try tx.connection.run("DELETE FROM \"_Session\" WHERE " + filter, binds)
-    }
-
-    /// Deletes all sessions of `userId` in `tx` (the user-deletion cascade, for the API layer's
-    /// object service to call around its `beforeDelete` triggers).
-    @discardableResult
-    public func deleteUserSessions(_ userId: String, in tx: WriteTransaction) throws(ParseError) -> Int {
-        try revokeSessions(userId: userId, except: nil, in: tx)
+    public func deleteUserSessions(_ userId: String) throws(ParseError) -> Int {
+        try store.deleteSessions(userId: userId, except: nil)
     }
 
     /// Deletes sessions whose token and refresh token have both expired (housekeeping, e.g. from
     /// a daily job). Returns how many were deleted.
     @discardableResult
     public func purgeExpiredSessions() throws(ParseError) -> Int {
-        let nowISO = ISO8601.format(millis: clock.nowMillis())
-        return try database.write { (tx) throws(ParseError) in
-            let filter = """
-                \(Naming.fieldExpr("expiresAt", type: .date)) <= ?
-                AND coalesce(\(Naming.fieldExpr("refreshExpiresAt", type: .date)), '') <= ?
-                """
-            let binds: [SQLiteValue] = [.text(nowISO), .text(nowISO)]
-            try tx.feedBeforeDelete("_Session", filter: filter, binds: binds)
-            return try tx.connection.run("DELETE FROM \"_Session\" WHERE " + filter, binds)
-        }
+        try store.deleteExpiredSessions(now: clock.nowMillis())
     }
 
     /// Empties the session cache (tests, operations). Correctness never depends on calling it.

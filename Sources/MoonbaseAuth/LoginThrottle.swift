@@ -9,7 +9,7 @@ import Synchronization
 /// header (seconds until the window closes), whether its password is right or not. A successful
 /// login clears the account's key (not the IP's). `maxFailures == 0` turns throttling off.
 ///
-/// Counts live in memory; the auth service also writes each changed window to SQLite and
+/// Counts live in memory; the auth service also saves each changed window in the store and
 /// restores the open ones at start, so a restart does not reset an attacker's count. The
 /// in-memory table is bounded (expired windows are pruned, the oldest dropped beyond `capacity`).
 ///

@@ -24,11 +24,11 @@ public struct ResolvedSession: Sendable, Equatable {
 
 /// In-memory cache of resolved sessions, keyed by token hash, validated by an epoch.
 ///
-/// Correctness rests on the epoch, not on callers remembering to invalidate: SQL triggers that
-/// `AuthService` installs bump `_mb_auth_epoch.n` in the same transaction as any UPDATE or DELETE
-/// of a `_User` or `_Session` row, whoever makes it (this module, the REST object service, Lua
-/// `db.*`, a master-key delete). A lookup first reads the committed epoch (one indexed row on the
-/// caller's read connection); when it differs from the cache's, the cache is emptied. Entries are
+/// Correctness rests on the epoch, not on callers remembering to invalidate: the store bumps the
+/// auth epoch (`AccountStore.authEpoch`) in the same transaction as any update or delete of a
+/// `_User` or `_Session` row, whoever makes it (this module, the REST object service, Lua
+/// `db.*`, a master-key delete). A lookup first reads the committed epoch (one indexed row);
+/// when it differs from the cache's, the cache is emptied. Entries are
 /// stored with the epoch read *before* the rows were fetched, so a change committed in between
 /// bumps the epoch past them and they are never served. Inserts do not bump it: a new session or
 /// user cannot make a cached entry wrong. Expired entries are never served.

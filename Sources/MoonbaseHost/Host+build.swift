@@ -6,7 +6,6 @@ import MoonbaseHTTP
 import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
-import MoonbaseSQLite
 import MoonbaseStore
 
 /// The composition root: the only place that builds the store, the services,
@@ -23,8 +22,7 @@ public final class Host: Sendable {
         let clock = SystemClock()
         // Only the server makes the key it prints; the other verbs never leave one behind.
         let masterKey = try MasterKey.resolve(config, create: serving)
-        let database = try Database(path: config.databasePath)
-        let store = try SQLiteDocumentStore(database: database, clock: clock)
+        let store = try SQLiteDocumentStore(path: config.databasePath, clock: clock)
         var authConfig = AuthConfig(appId: config.appId)
         authConfig.loginMaxFailures = config.loginMaxFailures
         authConfig.sessionLifetimeMillis = config.sessionLengthSeconds * 1000
@@ -34,10 +32,10 @@ public final class Host: Sendable {
         let quota = Quota(config: QuotaConfig(accountingEnabled: config.accounting,
                                               monthlyRequests: Int64(config.quotaMonthlyRequests),
                                               perMinute: Int64(config.rateLimitPerMinute)), clock: clock)
-        let usage = try SQLiteUsageSink(database: database)
+        let usage: any UsageStore = store
         do { try quota.load(from: usage) } catch { throw ParseError.internalError("loading usage: \(error)") }
         let metrics = ServerMetrics()
-        let files = try FileStore(dir: config.filesDir, database: database, clock: clock)
+        let files = try FileStore(dir: config.filesDir, store: store, clock: clock)
         let objects = ObjectService(store: store)
         // MOONBASE_LUA_* set the limits of functions, triggers and routes; jobs keep their own
         // (1 h, 256 MB, no DB-operation limit) except an explicit instruction budget and the result cap.
@@ -56,8 +54,8 @@ public final class Host: Sendable {
         let jobs = JobService(cloud: cloud, recorder: recorder, metrics: metrics, clock: clock, cronDir: config.cronDir)
         let flusher = serving && config.accounting ? UsageFlusher(quota: quota, sink: usage) : nil
         let services = Services(config: config, masterKey: masterKey, clock: clock, store: store,
-                                parseConfig: ConfigService(database: database),
-                                accountMail: AccountMailService(database: database, clock: clock),
+                                parseConfig: ConfigService(store: store),
+                                accountMail: AccountMailService(store: store, clock: clock),
                                 auth: auth, quota: quota, metrics: metrics, files: files, cloud: cloud, jobs: jobs,
                                 usage: usage, usageFlusher: flusher,
                                 realtime: try RealtimeService(store: store, auth: auth, cloud: cloud, metrics: metrics))

@@ -4,7 +4,6 @@ import MoonbaseCron
 import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
-import MoonbaseSQLite
 import MoonbaseStore
 
 #if canImport(Glibc)

@@ -4,7 +4,7 @@ import MoonbaseCron
 import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
-import MoonbaseSQLite
+import MoonbaseStore
 
 #if canImport(Glibc)
 import Glibc
@@ -25,16 +25,14 @@ enum UsageCommand {
         guard let range = UsageReport.range(from: a.value("from"), to: a.value("to"), now: SystemClock().nowMillis()) else {
             throw UsageError("--from/--to must be ISO-8601 dates, from before to")
         }
-        let db = try Database(path: c.databasePath)
-        let sink = try SQLiteUsageSink(database: db)
+        let store: any UsageStore = try SQLiteDocumentStore(path: c.databasePath)
         var reports: [UsageReport] = []
-        for by in groupings { reports.append(try sink.report(from: range.from, to: range.to, by: by)) }
+        for by in groupings { reports.append(try store.usageReport(from: range.from, to: range.to, by: by)) }
         if a.flag("json") {
             if reports.count == 1 {
-                print(JSON.encodeString(SQLiteUsageSink.json(reports[0])))
+                print(JSON.encodeString(reports[0].json))
             } else {
-                print(JSON.encodeString(.object(["accounts": SQLiteUsageSink.json(reports[0]),
-                                                 "functions": SQLiteUsageSink.json(reports[1])])))
+                print(JSON.encodeString(.object(["accounts": reports[0].json, "functions": reports[1].json])))
             }
             return 0
         }

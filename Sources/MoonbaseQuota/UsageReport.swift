@@ -86,9 +86,8 @@ public struct UsageReport: Sendable {
         return f < t ? (f, t) : nil
     }
 
-    /// Builds a report from in-memory rows with the same grouping and order as
-    /// `UsageSQL.report(by:)` (for sinks that are not SQL, `moonbase usage` tests, and to include
-    /// unflushed rows).
+    /// Builds a report from in-memory rows with the same grouping and order as the store's
+    /// usage reports (for sinks that keep rows in memory, tests, and to include unflushed rows).
     public static func aggregate(_ rows: [UsageRow], from: Int64, to: Int64, by: UsageGrouping) -> UsageReport {
         var sums: [String: UsageCounts] = [:]
         for row in rows where row.hour >= from && row.hour < to {

@@ -30,11 +30,11 @@ public struct WindowCount: Hashable, Sendable {
 
 /// What one flush writes.
 public struct UsageBatch: Sendable {
-    /// Deltas to *add* to the stored hourly rows (`UsageSQL.upsertUsage`).
+    /// Deltas to *add* to the stored hourly rows.
     public var rows: [UsageRow]
-    /// Absolute window counts to *replace* (`UsageSQL.upsertWindow`).
+    /// Absolute window counts to *replace* .
     public var windows: [WindowCount]
-    /// Windows of minutes before this one are stale and may be deleted (`UsageSQL.pruneWindows`).
+    /// Windows of minutes before this one are stale and may be deleted.
     public var pruneWindowsBefore: Int64
 
     public init(rows: [UsageRow], windows: [WindowCount], pruneWindowsBefore: Int64) {
@@ -56,9 +56,9 @@ public struct UsageBatch: Sendable {
 
 /// What the host loads on start so limits survive a restart.
 public struct UsageSnapshot: Sendable {
-    /// Units charged to the app in the current UTC month (`UsageSQL.loadMonthUnits`).
+    /// Units charged to the app in the current UTC month.
     public var appMonthUnits: Int64
-    /// Windows of the current minute (`UsageSQL.loadWindows`).
+    /// Windows of the current minute.
     public var windows: [WindowCount]
 
     public init(appMonthUnits: Int64, windows: [WindowCount]) {
@@ -67,7 +67,7 @@ public struct UsageSnapshot: Sendable {
     }
 }
 
-/// Durable storage for usage, implemented by the host over SQLite with `UsageSQL`.
+/// Durable storage for usage, implemented by the store (MoonbaseStore's `UsageStore`).
 ///
 /// Contract:
 /// - `write` applies a whole batch in ONE transaction (all rows and windows, or nothing) and

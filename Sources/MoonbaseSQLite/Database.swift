@@ -52,15 +52,14 @@ public final class Database: Sendable {
 
     private static let serials = Atomic<Int>(0)
 
-    /// Opens the database (creating the file), sets WAL and the pragmas, and creates the
-    /// internal tables (`Migrator`).
-    /// - Throws: `ParseError` 1 when the file cannot be opened or migrated.
+    /// Opens the database (creating the file) and sets WAL and the pragmas. Tables are the
+    /// layer above's business (MoonbaseStore's `Migrator` creates its own).
+    /// - Throws: `ParseError` 1 when the file cannot be opened.
     public init(path: String, options: Options = Options()) throws(ParseError) {
         self.path = path
         self.options = options
         self.serial = Database.serials.add(1, ordering: .relaxed).newValue
         let writer = try Connection(path: path, options: options.writer)
-        try Migrator.migrate(writer)
         self.writerBox = WriterBox(writer)
     }
 

@@ -6,21 +6,21 @@ import MoonbaseSQLite
 import MoonbaseStore
 
 /// A real SQLite file in a temporary directory, the document store and an `AuthService` on a
-/// `ManualClock`.
+/// `ManualClock`. The secrets-at-rest checks read the file itself, so this fixture (unlike the
+/// service) knows the store is SQLite.
 final class AuthFixture: Sendable {
     let dir: String
     let path: String
     let clock = ManualClock(millis: 1_800_000_000_000)
-    let database: Database
     let store: SQLiteDocumentStore
+    var database: Database { store.database }
     let auth: AuthService
 
     init(_ configure: (inout AuthConfig) -> Void = { _ in }) throws {
         dir = NSTemporaryDirectory() + "mb-auth-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         path = dir + "/moonbase.sqlite"
-        database = try Database(path: path)
-        store = try SQLiteDocumentStore(database: database, clock: clock)
+        store = try SQLiteDocumentStore(path: path, clock: clock)
         var config = AuthConfig(appId: "testapp")
         configure(&config)
         auth = try AuthService(store: store, config: config, clock: clock)

@@ -1,6 +1,7 @@
 import Foundation
 import MoonbaseCore
 import MoonbaseSQLite
+import MoonbaseStore
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))

@@ -6,7 +6,7 @@ import MoonbaseQuota
 
 /// `/admin/*` (master key): Cloud Code files (deploy, list, delete), jobs, usage.
 enum AdminEndpoints {
-    static func routes(_ s: Services, usage: SQLiteUsageSink) -> [(String, String, Endpoint)] {
+    static func routes(_ s: Services, usage: any UsageStore) -> [(String, String, Endpoint)] {
         fileRoutes(s, pattern: "/admin/functions/:file", prefix: "") + fileRoutes(s, pattern: "/admin/functions/lib/:file", prefix: "lib/") + [
             ("GET", "/admin/functions", Endpoint("admin.functions.list", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
@@ -34,8 +34,8 @@ enum AdminEndpoints {
                     series = (kind, key)
                 }
                 try s.flushUsage()
-                let report = try usage.report(from: range.from, to: range.to, by: by, series: series)
-                return .json(200, JSON.encode(SQLiteUsageSink.json(report)))
+                let report = try usage.usageReport(from: range.from, to: range.to, by: by, series: series)
+                return .json(200, JSON.encode(report.json))
             }),
         ]
     }

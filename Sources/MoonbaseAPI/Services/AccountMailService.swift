@@ -1,7 +1,7 @@
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseJSON
-import MoonbaseSQLite
+import MoonbaseStore
 import Synchronization
 
 #if canImport(Glibc)
@@ -13,7 +13,7 @@ import Glibc
 /// runs the mail hook after the request was answered — so a known and an unknown address get
 /// the same answer in the same time.
 ///
-/// Thread-safety: tokens live in SQLite (`_mb_email_tokens`); throttle counters and the work
+/// Thread-safety: tokens live in the store (`MailTokenStore`); throttle counters and the work
 /// queue behind mutexes.
 public final class AccountMailService: Sendable {
     public enum Kind: String, Sendable {
@@ -31,29 +31,16 @@ public final class AccountMailService: Sendable {
     public static let perIPLimit = 20
     public static let throttleWindowMillis: Int64 = 3_600_000
 
-    let database: Database
+    let store: any MailTokenStore
     let clock: any HostClock
-    let tableReady = Atomic<Bool>(false)
     let throttle = Mutex<[String: (start: Int64, count: Int)]>([:])
     let queue = Mutex<[@Sendable () -> Void]>([])
     let wake = Semaphore()
     let started = Atomic<Bool>(false)
 
-    public init(database: Database, clock: any HostClock) {
-        self.database = database
+    public init(store: any MailTokenStore, clock: any HostClock) {
+        self.store = store
         self.clock = clock
-    }
-
-    func ensureTable() throws(ParseError) {
-        if tableReady.load(ordering: .acquiring) { return }
-        try database.write { (tx) throws(ParseError) in
-            try tx.connection.execute("""
-                CREATE TABLE IF NOT EXISTS _mb_email_tokens(hash TEXT PRIMARY KEY, userId TEXT NOT NULL,
-                  kind TEXT NOT NULL, email TEXT NOT NULL, expiresAt INTEGER NOT NULL) WITHOUT ROWID;
-                CREATE INDEX IF NOT EXISTS _mb_email_tokens_user ON _mb_email_tokens(userId, kind);
-                """)
-        }
-        tableReady.store(true, ordering: .releasing)
     }
 
     // MARK: throttling
@@ -83,51 +70,27 @@ public final class AccountMailService: Sendable {
 
     /// A new token for the user (older ones of the same kind stop working); its clear text.
     func issue(_ kind: Kind, userId: String, email: String) throws(ParseError) -> String {
-        try ensureTable()
         let token = Random.hex(32)
-        let expires = clock.nowMillis() + kind.lifetimeMillis
-        try database.write { (tx) throws(ParseError) in
-            _ = try tx.connection.run("DELETE FROM _mb_email_tokens WHERE userId = ? AND kind = ?",
-                                      [.text(userId), .text(kind.rawValue)])
-            _ = try tx.connection.run("DELETE FROM _mb_email_tokens WHERE expiresAt < ?", [.integer(clock.nowMillis())])
-            _ = try tx.connection.run("INSERT INTO _mb_email_tokens(hash, userId, kind, email, expiresAt) VALUES (?,?,?,?,?)",
-                                      [.text(TokenHash.sha256Hex(token)), .text(userId), .text(kind.rawValue),
-                                       .text(email), .integer(expires)])
-        }
+        let now = clock.nowMillis()
+        try store.saveMailToken(hash: TokenHash.sha256Hex(token), userId: userId, kind: kind.rawValue, email: email,
+                                expiresAt: now + kind.lifetimeMillis, now: now)
         return token
     }
 
-    /// `consume` in a write transaction of its own (joining one open on this thread).
+    /// Uses a token up: the user id and the address the link was sent to, or nil when the token
+    /// is unknown, of another kind, used or expired.
     func consume(_ kind: Kind, token: String) throws(ParseError) -> (userId: String, email: String)? {
-        try database.write { (tx) throws(ParseError) in try consume(kind, token: token, in: tx) }
-    }
-
-    /// Uses a token up inside the caller's write transaction: the user id and the address the
-    /// link was sent to, or nil when the token is unknown, of another kind, used or expired.
-    func consume(_ kind: Kind, token: String, in tx: WriteTransaction) throws(ParseError) -> (userId: String, email: String)? {
-        try ensureTable()
         guard token.utf8.count == 64 else { return nil }
-        let hash = TokenHash.sha256Hex(token)
-        var found: (String, String, Int64)?
-        try tx.connection.query("SELECT userId, email, expiresAt FROM _mb_email_tokens WHERE hash = ? AND kind = ?",
-                                [.text(hash), .text(kind.rawValue)]) { (st) throws(ParseError) in
-            if let u = st.text(0), let e = st.text(1) { found = (u, e, st.int64(2)) }
-        }
-        guard let found else { return nil }
-        _ = try tx.connection.run("DELETE FROM _mb_email_tokens WHERE hash = ?", [.text(hash)])
-        guard found.2 > clock.nowMillis() else { return nil }
-        return (found.0, found.1)
+        guard let found = try store.takeMailToken(hash: TokenHash.sha256Hex(token), kind: kind.rawValue),
+              found.expiresAt > clock.nowMillis() else { return nil }
+        return (found.userId, found.email)
     }
 
     /// Whether a token would be accepted now (the GET of a page shows the form only then; it
     /// does not use the token up).
     func isValid(_ kind: Kind, token: String) -> Bool {
-        guard token.utf8.count == 64, (try? ensureTable()) != nil else { return false }
-        let row = try? database.read { (c) throws(ParseError) -> SQLiteValue? in
-            try c.scalar("SELECT expiresAt FROM _mb_email_tokens WHERE hash = ? AND kind = ?",
-                         [.text(TokenHash.sha256Hex(token)), .text(kind.rawValue)])
-        }
-        guard case .integer(let e)? = row ?? nil else { return false }
+        guard token.utf8.count == 64,
+              let e = try? store.mailTokenExpiry(hash: TokenHash.sha256Hex(token), kind: kind.rawValue) else { return false }
         return e > clock.nowMillis()
     }
 

@@ -1,48 +1,32 @@
 import MoonbaseCore
 import MoonbaseJSON
-import MoonbaseSQLite
+import MoonbaseStore
 import Synchronization
 
 /// Parse's Config: app-wide parameters read by clients (`GET /parse/config`), written with the
 /// master key (`PUT /parse/config`), read by Cloud Code (`config.get(name)`).
 ///
-/// Stored in `_mb_config` (one row per parameter, its JSON value and whether only the master key
-/// may read it), cached in memory and dropped from the cache on every write.
+/// Stored by the store (`ConfigStore`: one entry per parameter, its JSON value and whether only
+/// the master key may read it), cached in memory and dropped from the cache on every write.
 ///
-/// Thread-safety: the cache is behind a mutex; writes go through the database's writer.
+/// Thread-safety: the cache is behind a mutex; writes go through the store.
 public final class ConfigService: Sendable {
     struct Snapshot: Sendable {
         var params: JSONObject
         var masterKeyOnly: Set<String>
     }
 
-    let database: Database
+    let store: any ConfigStore
     let cache = Mutex<Snapshot?>(nil)
-    let tableReady = Atomic<Bool>(false)
 
-    public init(database: Database) { self.database = database }
-
-    func ensureTable() throws(ParseError) {
-        if tableReady.load(ordering: .acquiring) { return }
-        try database.write { (tx) throws(ParseError) in
-            try tx.connection.execute("""
-                CREATE TABLE IF NOT EXISTS _mb_config(name TEXT PRIMARY KEY, value TEXT NOT NULL,
-                  masterKeyOnly INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID
-                """)
-        }
-        tableReady.store(true, ordering: .releasing)
-    }
+    public init(store: any ConfigStore) { self.store = store }
 
     func snapshot() throws(ParseError) -> Snapshot {
         if let s = cache.withLock({ $0 }) { return s }
-        try ensureTable()
         var snap = Snapshot(params: [:], masterKeyOnly: [])
-        try database.read { (c) throws(ParseError) in
-            try c.query("SELECT name, value, masterKeyOnly FROM _mb_config ORDER BY name") { (st) throws(ParseError) in
-                guard let name = st.text(0), let text = st.text(1) else { return }
-                snap.params[name] = try JSON.parse(text)
-                if st.int64(2) != 0 { snap.masterKeyOnly.insert(name) }
-            }
+        for p in try store.configParameters() {
+            snap.params[p.name] = p.value
+            if p.masterKeyOnly { snap.masterKeyOnly.insert(p.name) }
         }
         cache.withLock { $0 = snap }
         return snap
@@ -77,23 +61,14 @@ public final class ConfigService: Sendable {
         for e in masterKeyOnly where e.value.boolValue == nil {
             throw ParseError(.invalidJSON, "masterKeyOnly.\(e.key) must be a boolean")
         }
-        try ensureTable()
-        defer { cache.withLock { $0 = nil } }
-        try database.write { (tx) throws(ParseError) in
-            for e in params {
-                if e.value.objectValue?["__op"]?.stringValue == "Delete" {
-                    _ = try tx.connection.run("DELETE FROM _mb_config WHERE name = ?", [.text(e.key)])
-                    continue
-                }
-                _ = try tx.connection.run("""
-                    INSERT INTO _mb_config(name, value) VALUES (?, ?)
-                    ON CONFLICT(name) DO UPDATE SET value = excluded.value
-                    """, [.text(e.key), .text(e.value.jsonString)])
-            }
-            for e in masterKeyOnly where params[e.key]?.objectValue?["__op"]?.stringValue != "Delete" {
-                _ = try tx.connection.run("UPDATE _mb_config SET masterKeyOnly = ? WHERE name = ?",
-                                          [.integer(e.value.boolValue == true ? 1 : 0), .text(e.key)])
-            }
+        var changes: [ConfigChange] = []
+        for e in params {
+            changes.append(e.value.objectValue?["__op"]?.stringValue == "Delete" ? .remove(e.key) : .set(e.key, e.value))
         }
+        for e in masterKeyOnly where params[e.key]?.objectValue?["__op"]?.stringValue != "Delete" {
+            changes.append(.masterKeyOnly(e.key, e.value.boolValue == true))
+        }
+        defer { cache.withLock { $0 = nil } }
+        try store.updateConfig(changes)
     }
 }

@@ -1,33 +1,27 @@
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseHTTP
-import MoonbaseSQLite
+import MoonbaseStore
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Uploaded files: bytes under `DATA/files/`, metadata in SQLite (`_mb_files`).
+/// Uploaded files: bytes under `DATA/files/`, metadata in the store (`FileBlobStore`).
 ///
 /// Names are sanitised to `[A-Za-z0-9._-]` (no leading dot, at most 128 bytes) and stored as
 /// `<32 hex>_<name>`, so a name can never leave the folder (no `/`, no `..`) and two uploads of
-/// the same name never collide. Thread-safe: the file system and the database are.
+/// the same name never collide. Thread-safe: the file system and the store are.
 public final class FileStore: Sendable {
     public let dir: String
-    let database: Database
+    let store: any FileBlobStore
     let clock: any HostClock
 
-    public init(dir: String, database: Database, clock: any HostClock) throws(ParseError) {
+    public init(dir: String, store: any FileBlobStore, clock: any HostClock) throws(ParseError) {
         self.dir = dir
-        self.database = database
+        self.store = store
         self.clock = clock
         try FileSystem.makeDirectories(dir)
-        try database.write { (tx) throws(ParseError) in
-            try tx.connection.execute("""
-                CREATE TABLE IF NOT EXISTS _mb_files(name TEXT PRIMARY KEY, contentType TEXT NOT NULL,
-                  size INTEGER NOT NULL, createdAt INTEGER NOT NULL)
-                """)
-        }
     }
 
     /// `[A-Za-z0-9._-]`: the bytes a stored file or Lua file name may hold.
@@ -59,11 +53,7 @@ public final class FileStore: Sendable {
         let stored = Random.hex(16) + "_" + clean
         try FileSystem.writeFile(dir + "/" + stored, bytes, mode: 0o644)
         do {
-            try database.write { (tx) throws(ParseError) in
-                _ = try tx.connection.run("INSERT INTO _mb_files(name, contentType, size, createdAt) VALUES (?,?,?,?)",
-                                          [.text(stored), .text(contentType), .integer(Int64(bytes.count)),
-                                           .integer(clock.nowMillis())])
-            }
+            try store.recordFile(name: stored, contentType: contentType, size: Int64(bytes.count), createdAt: clock.nowMillis())
         } catch {
             _ = FileSystem.remove(dir + "/" + stored)
             throw error
@@ -74,11 +64,7 @@ public final class FileStore: Sendable {
     /// The file's body and content type, or 101.
     public func open(_ stored: String) throws(ParseError) -> (HTTPFileBody, String) {
         guard FileStore.isStoredName(stored) else { throw ParseError(.objectNotFound, "File not found.") }
-        let type = try database.read { (c) throws(ParseError) -> String? in
-            if case .text(let t)? = try c.scalar("SELECT contentType FROM _mb_files WHERE name = ?", [.text(stored)]) { return t }
-            return nil
-        }
-        guard let type else { throw ParseError(.objectNotFound, "File not found.") }
+        guard let type = try store.fileContentType(stored) else { throw ParseError(.objectNotFound, "File not found.") }
         do {
             return (try HTTPFileBody.open(path: dir + "/" + stored), type)
         } catch {
@@ -90,10 +76,8 @@ public final class FileStore: Sendable {
     @discardableResult
     public func delete(_ stored: String) throws(ParseError) -> Bool {
         guard FileStore.isStoredName(stored) else { return false }
-        let n = try database.write { (tx) throws(ParseError) -> Int in
-            try tx.connection.run("DELETE FROM _mb_files WHERE name = ?", [.text(stored)])
-        }
+        let recorded = try store.deleteFileRecord(stored)
         let removed = FileSystem.remove(dir + "/" + stored)
-        return n > 0 || removed
+        return recorded || removed
     }
 }

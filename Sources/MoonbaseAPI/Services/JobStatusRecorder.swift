@@ -7,11 +7,11 @@ import MoonbaseStore
 /// message (string), progress (0..1), startedAt, finishedAt (Date values), durationMs`.
 /// Old rows beyond `keepPerJob` per job are pruned when a run finishes.
 public final class JobStatusRecorder: JobRunRecorder {
-    let store: SQLiteDocumentStore
+    let store: any JobHistoryStore
     let keepPerJob: Int
     static let className = "_JobStatus"
 
-    public init(store: SQLiteDocumentStore, keepPerJob: Int) {
+    public init(store: any JobHistoryStore, keepPerJob: Int) {
         self.store = store
         self.keepPerJob = keepPerJob
     }
@@ -36,12 +36,8 @@ public final class JobStatusRecorder: JobRunRecorder {
         // Only while the row is still `running`: the scheduler's timer may take a held-back report
         // and then wait for the writer behind the job's last transaction, so without this
         // condition it could land after `finished` and overwrite the final message and progress.
-        let stillRunning = CompiledWhere(sql: "objectId = ? AND json_extract(data,'$.status') = 'running'",
-                                         binds: [.text(runId)])
         do throws(ParseError) {
-            _ = try store.write { (tx) throws(ParseError) -> Int in
-                try tx.updateWhere(Self.className, where: stillRunning, changes: changes, identity: .master)
-            }
+            _ = try store.updateRunningJobRun(runId, changes: changes)
         } catch {
             Log.warn("job progress for \(runId) not recorded: \(error.message)")
         }
@@ -70,14 +66,10 @@ public final class JobStatusRecorder: JobRunRecorder {
     }
 
     public func failInterruptedRuns(at: Int64) -> Int {
-        guard store.schema(Self.className) != nil else { return 0 }
         do throws(ParseError) {
-            return try store.write { (tx) throws(ParseError) -> Int in
-                let compiled = CompiledWhere(sql: "json_extract(data,'$.status') = ?", binds: [.text("running")])
-                return try tx.updateWhere(Self.className, where: compiled, changes: [
-                    "status": "failed", "message": "the server stopped during this run", "finishedAt": Self.date(at),
-                ], identity: .master)
-            }
+            return try store.updateRunningJobRuns(changes: [
+                "status": "failed", "message": "the server stopped during this run", "finishedAt": Self.date(at),
+            ])
         } catch {
             Log.warn("could not mark interrupted job runs failed: \(error.message)")
             return 0
@@ -87,14 +79,7 @@ public final class JobStatusRecorder: JobRunRecorder {
     /// Keeps the newest `keepPerJob` finished rows of a job.
     func prune(_ job: String) {
         do throws(ParseError) {
-            try store.write { (tx) throws(ParseError) in
-                _ = try tx.connection.run("""
-                    DELETE FROM "_JobStatus" WHERE json_extract(data,'$.jobName') = ?1
-                      AND json_extract(data,'$.status') != 'running'
-                      AND rid NOT IN (SELECT rid FROM "_JobStatus" WHERE json_extract(data,'$.jobName') = ?1
-                                      ORDER BY createdAt DESC, rid DESC LIMIT ?2)
-                    """, [.text(job), .integer(Int64(keepPerJob))])
-            }
+            try store.pruneJobHistory(job: job, keep: keepPerJob)
         } catch {
             Log.warn("could not prune job history of \(job): \(error.message)")
         }

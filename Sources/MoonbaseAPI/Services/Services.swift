@@ -23,7 +23,7 @@ public final class Services: Sendable {
     public let files: FileStore
     public let cloud: CloudService
     public let jobs: JobService
-    public let usage: SQLiteUsageSink
+    public let usage: any UsageStore
     public let usageFlusher: UsageFlusher?
     /// Parse Config (`/parse/config`, Lua `config.get`).
     public let parseConfig: ConfigService
@@ -36,7 +36,7 @@ public final class Services: Sendable {
     public init(config: HostConfig, masterKey: String, clock: any HostClock,
                 store: any Store, parseConfig: ConfigService, accountMail: AccountMailService, auth: AuthService, quota: Quota, metrics: ServerMetrics,
                 files: FileStore, cloud: CloudService, jobs: JobService,
-                usage: SQLiteUsageSink, usageFlusher: UsageFlusher?, realtime: RealtimeService) {
+                usage: any UsageStore, usageFlusher: UsageFlusher?, realtime: RealtimeService) {
         self.realtime = realtime
         self.config = config
         self.masterKey = masterKey

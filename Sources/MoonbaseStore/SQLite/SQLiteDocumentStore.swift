@@ -22,15 +22,16 @@ public final class SQLiteDocumentStore: DocumentStore {
     let schemaSource: CatalogSchemaSource
     var queries: QueryExecutor { QueryExecutor(schemas: schemaSource) }
 
-    /// Attaches a store to `database`: loads the schema catalog, registers `mb_array_op`.
+    /// Attaches a store to `database`: creates or upgrades the internal tables (`Migrator`),
+    /// loads the schema catalog, registers `mb_array_op`.
     public init(database: Database, clock: any HostClock = SystemClock()) throws(ParseError) {
+        try Migrator.migrate(database)
         self.database = database
         self.context = StoreContext(catalog: try SchemaCatalog(database: database), clock: clock)
         self.schemaSource = CatalogSchemaSource(catalog: context.catalog)
         database.context = context
         try database.register(arrayOpFunction)
         try database.register(polygonContainsFunction)
-        try ChangeFeed.install(database)
     }
 
     // MARK: transactions

@@ -18,22 +18,6 @@ import MoonbaseSQLite
 public enum ChangeFeed {
     static let table = "_mb_changes"
 
-    /// Creates the feed tables (idempotent).
-    public static func install(_ db: Database) throws(ParseError) {
-        _ = try db.write { (tx) throws(ParseError) in
-            try tx.connection.execute("""
-                CREATE TABLE IF NOT EXISTS _mb_changes(
-                  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-                  cls TEXT NOT NULL, oid TEXT NOT NULL, op TEXT NOT NULL,
-                  at INTEGER NOT NULL, perm TEXT);
-                CREATE INDEX IF NOT EXISTS _mb_changes_cls_seq ON _mb_changes(cls, seq);
-                CREATE INDEX IF NOT EXISTS _mb_changes_obj ON _mb_changes(cls, oid);
-                CREATE INDEX IF NOT EXISTS _mb_changes_tomb ON _mb_changes(at) WHERE op = 'delete';
-                CREATE TABLE IF NOT EXISTS _mb_changes_meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
-                """)
-        }
-    }
-
     // MARK: writing (called by the WriteTransaction write paths)
 
     /// Records the write of the rows of `className` selected by `filter` (SQL over the class

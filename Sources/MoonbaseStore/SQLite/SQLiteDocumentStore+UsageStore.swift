@@ -1,53 +1,63 @@
-/// The SQLite schema and statements for usage, for the host to execute (MoonbaseQuota is a leaf
-/// and cannot import SQLite). Parameters are positional (`?1`…); types are noted per statement.
-///
-/// Storage: one row per (kind, key, UTC hour) with summed counts. Monthly figures are sums of the
-/// month's hourly rows (`loadMonthUnits`, `report(by: .month)`), so nothing is stored twice.
-/// The tables use the internal `_mb_` prefix (no class can be named so).
-///
-/// A sink's `write(batch)`:
-/// ```
-/// BEGIN IMMEDIATE
-///   for row in batch.rows:       upsertUsage(row.hour, row.kind.rawValue, row.key, counts…)
-///   for w in batch.windows:      upsertWindow(w.key, w.minute, w.count)
-///   pruneWindows(batch.pruneWindowsBefore)
-/// COMMIT            (ROLLBACK and rethrow on any error)
-/// ```
-/// `loadTotals(monthStart:monthEnd:minute:)` = `loadMonthUnits(monthStart, monthEnd)` and
-/// `loadWindows(minute)`. `GET /admin/usage` = `report(by:)` with `UsageReport.range(from:to:now:)`.
-public enum UsageSQL {
-    /// Creates the tables (idempotent; run with the host's migrations).
-    public static let createTables: [String] = [
-        """
-        CREATE TABLE IF NOT EXISTS _mb_usage (
-          hour INTEGER NOT NULL,            -- ms since the epoch, start of the UTC hour
-          kind TEXT NOT NULL,               -- 'account' | 'function'
-          key TEXT NOT NULL,                -- 'app', 'user:ID', 'ip:ADDR' | 'function:NAME', 'route:GET /p', 'class:Post'…
-          units INTEGER NOT NULL DEFAULT 0,
-          refused INTEGER NOT NULL DEFAULT 0,
-          db_reads INTEGER NOT NULL DEFAULT 0,
-          db_writes INTEGER NOT NULL DEFAULT 0,
-          lua_cpu_us INTEGER NOT NULL DEFAULT 0,
-          wall_us INTEGER NOT NULL DEFAULT 0,
-          bytes_in INTEGER NOT NULL DEFAULT 0,
-          bytes_out INTEGER NOT NULL DEFAULT 0,
-          events INTEGER NOT NULL DEFAULT 0,
-          PRIMARY KEY (kind, key, hour)
-        ) WITHOUT ROWID
-        """,
-        "CREATE INDEX IF NOT EXISTS _mb_usage_by_hour ON _mb_usage (kind, hour)",
-        """
-        CREATE TABLE IF NOT EXISTS _mb_usage_window (
-          key TEXT PRIMARY KEY,             -- 'user:ID', 'ip:ADDR', 'function:NAME|user:ID'
-          minute INTEGER NOT NULL,          -- ms since the epoch, start of the UTC minute
-          count INTEGER NOT NULL
-        ) WITHOUT ROWID
-        """,
-    ]
+import MoonbaseCore
+import MoonbaseQuota
+import MoonbaseSQLite
 
+/// Usage in `_mb_usage` (one row per kind, key and UTC hour, summed counts; monthly figures are
+/// sums of the month's hourly rows) and `_mb_usage_window` (per-minute rate windows), both made
+/// by `Migrator`. One write transaction per flush.
+extension SQLiteDocumentStore: UsageStore {
+    public func write(_ batch: UsageBatch) throws {
+        try database.write { (tx) throws(ParseError) in
+            let c = tx.connection
+            for r in batch.rows {
+                let k = r.counts
+                _ = try c.run(UsageSQL.upsertUsage, [
+                    .integer(r.hour), .text(r.kind.rawValue), .text(r.key), .integer(k.units), .integer(k.refused),
+                    .integer(k.dbReads), .integer(k.dbWrites), .integer(k.luaCpuMicros), .integer(k.wallMicros),
+                    .integer(k.bytesIn), .integer(k.bytesOut), .integer(k.events),
+                ])
+            }
+            for w in batch.windows {
+                _ = try c.run(UsageSQL.upsertWindow, [.text(w.key), .integer(w.minute), .integer(w.count)])
+            }
+            _ = try c.run(UsageSQL.pruneWindows, [.integer(batch.pruneWindowsBefore)])
+        }
+    }
+
+    public func loadTotals(monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> UsageSnapshot {
+        try database.read { (c) throws(ParseError) -> UsageSnapshot in
+            var units: Int64 = 0
+            if case .integer(let n)? = try c.scalar(UsageSQL.loadMonthUnits, [.integer(monthStart), .integer(monthEnd)]) { units = n }
+            var windows: [WindowCount] = []
+            try c.query(UsageSQL.loadWindows, [.integer(minute)]) { (s) throws(ParseError) in
+                windows.append(WindowCount(key: s.text(0) ?? "", minute: minute, count: s.int64(1)))
+            }
+            return UsageSnapshot(appMonthUnits: units, windows: windows)
+        }
+    }
+
+    public func usageReport(from: Int64, to: Int64, by: UsageGrouping,
+                            series: (kind: UsageKind, key: String)?) throws(ParseError) -> UsageReport {
+        try database.read { (c) throws(ParseError) -> UsageReport in
+            var rows: [UsageReportRow] = []
+            var binds: [SQLiteValue] = [.integer(from), .integer(to)]
+            if let series { binds += [.text(series.kind.rawValue), .text(series.key)] }
+            try c.query(UsageSQL.report(by: by, series: series != nil), binds) { (s) throws(ParseError) in
+                rows.append(UsageReportRow(key: s.text(0) ?? "", units: s.int64(1), refused: s.int64(2),
+                                           dbReads: s.int64(3), dbWrites: s.int64(4), luaCpuMs: s.double(5),
+                                           wallMs: s.double(6), bytesIn: s.int64(7), bytesOut: s.int64(8),
+                                           events: s.int64(9)))
+            }
+            return UsageReport(from: from, to: to, by: by, rows: rows)
+        }
+    }
+}
+
+/// The usage statements. Parameters are positional (`?1`…); types are noted per statement.
+enum UsageSQL {
     /// Adds one row's deltas. ?1 hour, ?2 kind, ?3 key, ?4 units, ?5 refused, ?6 db_reads,
     /// ?7 db_writes, ?8 lua_cpu_us, ?9 wall_us, ?10 bytes_in, ?11 bytes_out, ?12 events (all integers but kind/key).
-    public static let upsertUsage = """
+    static let upsertUsage = """
         INSERT INTO _mb_usage (hour, kind, key, units, refused, db_reads, db_writes, lua_cpu_us, wall_us, bytes_in, bytes_out, events)
         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
         ON CONFLICT (kind, key, hour) DO UPDATE SET
@@ -62,26 +72,23 @@ public enum UsageSQL {
           events = events + excluded.events
         """
 
-    /// Adds `events` to a usage table created before it existed (errors when present: ignore).
-    public static let addEventsColumn = "ALTER TABLE _mb_usage ADD COLUMN events INTEGER NOT NULL DEFAULT 0"
-
     /// Replaces one window's count. ?1 key, ?2 minute, ?3 count.
-    public static let upsertWindow = """
+    static let upsertWindow = """
         INSERT INTO _mb_usage_window (key, minute, count) VALUES (?1, ?2, ?3)
         ON CONFLICT (key) DO UPDATE SET minute = excluded.minute, count = excluded.count
         """
 
     /// Deletes windows of earlier minutes. ?1 minute.
-    public static let pruneWindows = "DELETE FROM _mb_usage_window WHERE minute < ?1"
+    static let pruneWindows = "DELETE FROM _mb_usage_window WHERE minute < ?1"
 
     /// The app's units in [?1, ?2) (ms). One row, one integer column.
-    public static let loadMonthUnits = """
+    static let loadMonthUnits = """
         SELECT COALESCE(SUM(units), 0) FROM _mb_usage
         WHERE kind = 'account' AND key = 'app' AND hour >= ?1 AND hour < ?2
         """
 
     /// The windows of minute ?1. Rows of (key TEXT, count INTEGER).
-    public static let loadWindows = "SELECT key, count FROM _mb_usage_window WHERE minute = ?1"
+    static let loadWindows = "SELECT key, count FROM _mb_usage_window WHERE minute = ?1"
 
     /// Columns every report query returns, in this order (`UsageReportRow`'s fields).
     static let sums = """
@@ -100,7 +107,7 @@ public enum UsageSQL {
     ///
     /// `series`: for the time groupings, one account's or one function's series instead of the
     /// app's totals (?3 kind, ?4 key).
-    public static func report(by grouping: UsageGrouping, series: Bool = false) -> String {
+    static func report(by grouping: UsageGrouping, series: Bool = false) -> String {
         let subject = series ? "kind = ?3 AND key = ?4" : "kind = 'account' AND key = 'app'"
         switch grouping {
         case .account:
