@@ -1,0 +1,33 @@
+import MoonbaseCore
+import MoonbasePostgres
+
+/// The PostgreSQL implementation of the store protocols (`Store` and its parts), for running
+/// several identical hosts on one database. SQLite (`SQLiteDocumentStore`) stays the default.
+///
+/// Layout: one table per class (`PostgresLayout`: `objectid`, `createdat`, `updatedat`, `acl`,
+/// `rperm`, `wperm`, `data jsonb`) and the internal `_mb_*` tables (`PostgresMigrator`, run when
+/// the store opens; hosts starting together migrate once). The protocol methods live in one file
+/// per protocol beside this one (`PostgresStore+<Part>.swift`).
+///
+/// Transactions are SERIALIZABLE and retried on serialization failure (`PGPool.transaction`);
+/// store calls made inside `transaction` on the same thread join it, as on SQLite.
+///
+/// Thread-safety: `Sendable`; every method may be called from any thread.
+///
+/// ```swift
+/// let store = try PostgresStore(url: "postgres://moonbase@127.0.0.1:5432/app", clock: SystemClock())
+/// ```
+public final class PostgresStore: Sendable {
+    /// The connection URL (`--database`, `MOONBASE_DATABASE_URL`).
+    public let url: String
+    public let pool: PGPool
+    public let clock: any HostClock
+
+    /// Opens a pool on `url` and brings the internal tables to the current version.
+    public init(url: String, clock: any HostClock = SystemClock(), options: PGPool.Options = PGPool.Options()) throws(ParseError) {
+        self.url = url
+        self.clock = clock
+        self.pool = try PGPool(url: url, options: options)
+        _ = try PostgresMigrator.migrate(pool)
+    }
+}
