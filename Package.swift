@@ -5,6 +5,7 @@ import PackageDescription
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
 ]
 
 let package = Package(
@@ -36,7 +37,7 @@ let package = Package(
         .target(name: "MoonbaseCore", swiftSettings: swiftSettings),
         .target(name: "MoonbaseJSON", dependencies: ["MoonbaseCore", "CJSON"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "CSQLite"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseCrypto", dependencies: ["MoonbaseCore", "CSodium", "COpenSSL"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseCrypto", dependencies: ["COpenSSL", "CSodium"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto", "MoonbaseQuota",
                                                      "MoonbasePostgres"],
                 swiftSettings: swiftSettings),
@@ -60,21 +61,25 @@ let package = Package(
             dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseAPI", "MoonbaseAuth", "MoonbaseLua", "MoonbaseQuota",
                            "MoonbaseHTTP", "MoonbaseCrypto", "MoonbaseRealtime", "MoonbaseStore", "CWslay", "CEpoll"],
             swiftSettings: swiftSettings),
-        .target(name: "MoonbaseHost", dependencies: ["MoonbaseAPI", "MoonbaseLiveQuery"], swiftSettings: swiftSettings),
-        .executableTarget(name: "moonbase", dependencies: ["MoonbaseHost"], swiftSettings: swiftSettings),
+        // The composition root: builds every part and implements the leaf protocols (job runner, …).
+        .target(name: "MoonbaseHost",
+                dependencies: ["MoonbaseAPI", "MoonbaseAuth", "MoonbaseCore", "MoonbaseCron", "MoonbaseCrypto", "MoonbaseHTTP",
+                               "MoonbaseJSON", "MoonbaseLiveQuery", "MoonbaseLua", "MoonbaseQuota", "MoonbaseStore"],
+                swiftSettings: swiftSettings),
+        .executableTarget(name: "moonbase", dependencies: ["MoonbaseAPI", "MoonbaseCore", "MoonbaseHost"], swiftSettings: swiftSettings),
         // `make bench`: CPU per 1 KB JSON parse/encode (the JSON budget: 10 µs each way).
-        .executableTarget(name: "jsonbench", dependencies: ["MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),
+        .executableTarget(name: "jsonbench", dependencies: ["CJSON", "MoonbaseCore", "MoonbaseJSON"], path: "bench/jsonbench"),
 
         // Tests: one target per module.
-        .testTarget(name: "MoonbaseJSONTests", dependencies: ["MoonbaseJSON"]),
-        .testTarget(name: "MoonbaseStoreTests", dependencies: ["MoonbaseStore", "MoonbaseSQLite", "MoonbaseQuota"]),
-        .testTarget(name: "MoonbaseLuaTests", dependencies: ["MoonbaseLua"]),
-        .testTarget(name: "MoonbaseCronTests", dependencies: ["MoonbaseCron"]),
-        .testTarget(name: "MoonbaseQuotaTests", dependencies: ["MoonbaseQuota"]),
-        .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCrypto"]),
+        .testTarget(name: "MoonbaseJSONTests", dependencies: ["CJSON", "MoonbaseCore", "MoonbaseJSON"]),
+        .testTarget(name: "MoonbaseStoreTests", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseQuota", "MoonbaseSQLite", "MoonbaseStore"]),
+        .testTarget(name: "MoonbaseLuaTests", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseLua"]),
+        .testTarget(name: "MoonbaseCronTests", dependencies: ["MoonbaseCore", "MoonbaseCron", "MoonbaseJSON"]),
+        .testTarget(name: "MoonbaseQuotaTests", dependencies: ["MoonbaseCore", "MoonbaseQuota"]),
+        .testTarget(name: "MoonbaseCryptoTests", dependencies: ["MoonbaseCore", "MoonbaseCrypto"]),
         .testTarget(name: "MoonbaseHTTPTests", dependencies: ["MoonbaseHTTP"]),
-        .testTarget(name: "MoonbaseRealtimeTests", dependencies: ["MoonbaseRealtime", "MoonbaseStore", "MoonbaseSQLite"]),
-        .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCrypto", "MoonbaseStore", "MoonbaseSQLite"]),
+        .testTarget(name: "MoonbaseRealtimeTests", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseRealtime", "MoonbaseSQLite", "MoonbaseStore"]),
+        .testTarget(name: "MoonbaseAuthTests", dependencies: ["MoonbaseAuth", "MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseStore"]),
         // The whole host built in process (Host.build) and driven without sockets.
         .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseCore"]),
         .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),

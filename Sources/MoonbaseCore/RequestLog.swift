@@ -1,3 +1,4 @@
+import Synchronization
 extension Log {
     /// The request log: one `info` line per answered request, with the method, path (without
     /// the query string), status, wall time in microseconds, the account it was charged to and

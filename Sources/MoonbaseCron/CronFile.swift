@@ -1,4 +1,5 @@
 import Foundation
+import MoonbaseCore
 import MoonbaseJSON
 
 /// One schedule line of a `.cron` file: when, in which zone, which job, with which params.

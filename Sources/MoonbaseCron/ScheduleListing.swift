@@ -1,5 +1,6 @@
 import MoonbaseCore
 import MoonbaseJSON
+import Synchronization
 
 /// One schedule as `moonbase jobs` and `GET /admin/jobs` show it.
 ///

@@ -1,5 +1,6 @@
 import MoonbaseCore
 import MoonbaseJSON
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,5 @@
 import MoonbaseAPI
+import MoonbaseAuth
 import MoonbaseCore
 import MoonbaseCron
 import MoonbaseJSON

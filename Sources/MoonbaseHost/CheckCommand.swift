@@ -24,7 +24,7 @@ enum CheckCommand {
         }
         let dir = a.positionals.first ?? c.functionsDir
         var failures = 0
-        for e in vm.loadAll(CloudService.readSources(dir), checkModules: true) {
+        for e in vm.loadAll(CloudCode.readSources(dir), checkModules: true) {
             printErr("\(dir)/\(e.description)")
             failures += 1
         }

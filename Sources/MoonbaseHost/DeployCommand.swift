@@ -83,7 +83,9 @@ enum SimpleHTTPClient {
         }
         let text = String(decoding: resp, as: UTF8.self)
         let status = Int(text.split(separator: " ").dropFirst().first ?? "") ?? 0
-        let bodyText = text.components(separatedBy: "\r\n\r\n").dropFirst().joined(separator: "\r\n\r\n")
+        // The body is everything after the first blank line (Foundation stays out of the binary's
+        // own code; `components(separatedBy:)` only leaked in through another module's import).
+        let bodyText = text.firstRange(of: "\r\n\r\n").map { String(text[$0.upperBound...]) } ?? ""
         return (status, bodyText)
     }
 }

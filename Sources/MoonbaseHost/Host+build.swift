@@ -51,7 +51,7 @@ public final class Host: Sendable {
         let cloud = CloudService(objects: objects, auth: auth, files: files, limits: limits, clock: clock)
         objects.setTriggers(cloud)
         let recorder = JobStatusRecorder(store: store, keepPerJob: config.jobHistoryPerJob)
-        let jobs = JobService(cloud: cloud, recorder: recorder, metrics: metrics, clock: clock, cronDir: config.cronDir)
+        let jobs = JobService(runner: CloudJobRunner(cloud: cloud, metrics: metrics, store: store), recorder: recorder, metrics: metrics, clock: clock, cronDir: config.cronDir)
         let flusher = serving && config.accounting ? UsageFlusher(quota: quota, sink: usage) : nil
         let services = Services(config: config, masterKey: masterKey, clock: clock, store: store,
                                 parseConfig: ConfigService(store: store),

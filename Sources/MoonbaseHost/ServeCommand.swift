@@ -1,8 +1,11 @@
 import MoonbaseAPI
+import MoonbaseAuth
 import MoonbaseCore
+import MoonbaseCron
 import MoonbaseHTTP
-import MoonbaseQuota
 import MoonbaseLiveQuery
+import MoonbaseQuota
+import MoonbaseStore
 
 /// `moonbase serve`: HTTP, Cloud Code with hot reload, cron, accounting; graceful shutdown on
 /// SIGINT/SIGTERM (stop accepting, finish in-flight requests, stop jobs, flush accounting,

@@ -1,3 +1,4 @@
+import Synchronization
 extension Metrics {
     /// The registry in Prometheus text format 0.0.4 (`Content-Type: text/plain; version=0.0.4`):
     /// for each family in registration order a `# HELP` and `# TYPE` line, then its series sorted

@@ -1,3 +1,4 @@
+import MoonbaseCore
 import Synchronization
 
 /// A small Prometheus registry for `/metrics`: counters, histograms with fixed buckets, and

@@ -1,3 +1,5 @@
+import MoonbaseCore
+import Synchronization
 /// Moonbase's standard `/metrics` families on a `Metrics` registry (issue 6: requests by route
 /// and status, a latency histogram, units, Lua CPU, job runs by status, DB operations):
 ///

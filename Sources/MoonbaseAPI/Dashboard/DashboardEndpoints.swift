@@ -2,6 +2,7 @@ import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseJSON
 import MoonbaseLua
+import MoonbaseQuota
 import MoonbaseStore
 
 /// The dashboard: its static files under `/dashboard` (no keys: they hold no data) and the

@@ -1,6 +1,8 @@
+import MoonbaseAuth
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseJSON
+import MoonbaseLua
 import MoonbaseStore
 
 /// Parse Config, password reset and email verification: the REST endpoints and the host's two

@@ -2,7 +2,9 @@ import MoonbaseCore
 import MoonbaseCron
 import MoonbaseHTTP
 import MoonbaseJSON
+import MoonbaseLua
 import MoonbaseQuota
+import MoonbaseStore
 
 /// `/admin/*` (master key): Cloud Code files (deploy, list, delete), jobs, usage.
 enum AdminEndpoints {
@@ -58,8 +60,8 @@ enum AdminEndpoints {
                 let text = String(decoding: req.http.body, as: UTF8.self)
                 // Load the candidate generation first; only a generation that loads is written
                 // (under the load lock, so a folder reload cannot slip in between).
-                let errors = try s.cloud.exclusively { (load) throws(ParseError) -> [String: String] in
-                    var sources = CloudService.readSources(s.config.functionsDir).filter { $0.file != file }
+                let errors = try s.cloud.code.exclusively { (load) throws(ParseError) -> [String: String] in
+                    var sources = CloudCode.readSources(s.config.functionsDir).filter { $0.file != file }
                     sources.append((file: file, text: text))
                     sources.sort { $0.file < $1.file }
                     let errors = load(sources)
@@ -79,8 +81,8 @@ enum AdminEndpoints {
                 let file = prefix + (try luaFileName(req.param("file")))
                 let path = s.config.functionsDir + "/" + file
                 guard FileSystem.exists(path) else { throw ParseError(.objectNotFound, "no such file: \(file)") }
-                let errors = try s.cloud.exclusively { (load) throws(ParseError) -> [String: String] in
-                    let errors = load(CloudService.readSources(s.config.functionsDir).filter { $0.file != file })
+                let errors = try s.cloud.code.exclusively { (load) throws(ParseError) -> [String: String] in
+                    let errors = load(CloudCode.readSources(s.config.functionsDir).filter { $0.file != file })
                     if errors.isEmpty { _ = FileSystem.remove(path) }
                     return errors
                 }
@@ -140,8 +142,6 @@ public enum AdminJobs {
         return try JSON.parse(r.results).arrayValue?.first ?? .null
     }
 }
-
-import MoonbaseStore
 
 extension Services {
     /// Writes pending usage now (reports read SQLite).

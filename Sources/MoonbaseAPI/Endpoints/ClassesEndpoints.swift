@@ -1,3 +1,4 @@
+import MoonbaseAuth
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseJSON
@@ -42,7 +43,7 @@ enum ClassesEndpoints {
                 let className = req.param("className")
                 req.target = .class(className)
                 if className == "_User" {
-                    try UsersEndpoints.deleteUser(s, req.param("objectId"), caller: s.caller(req))
+                    try s.deleteUser(req.param("objectId"), caller: s.caller(req))
                     return .json(200, Array("{}".utf8))
                 }
                 try s.objects.delete(className, req.param("objectId"), caller: s.caller(req))

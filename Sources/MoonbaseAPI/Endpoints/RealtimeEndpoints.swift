@@ -1,6 +1,7 @@
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseJSON
+import MoonbaseQuota
 import MoonbaseRealtime
 import MoonbaseStore
 

@@ -1,6 +1,7 @@
 import MoonbaseCore
 import MoonbaseHTTP
 import MoonbaseJSON
+import MoonbaseQuota
 import MoonbaseStore
 
 /// `/parse/roles[/ID]`: Parse's REST paths for `_Role`, the same operations (and permissions) as

@@ -1,5 +1,6 @@
 import MoonbaseCore
 import MoonbaseHTTP
+import MoonbaseLua
 
 extension API {
     /// Every built-in endpoint: Parse REST under `/parse`, OAuth, admin and metrics.

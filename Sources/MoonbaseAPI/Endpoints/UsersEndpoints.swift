@@ -53,7 +53,7 @@ enum UsersEndpoints {
             }),
             ("DELETE", "/parse/users/:objectId", Endpoint("users.delete", access: .app) { req throws(ParseError) in
                 req.target = .class("_User")
-                try deleteUser(s, req.param("objectId"), caller: s.caller(req))
+                try s.deleteUser(req.param("objectId"), caller: s.caller(req))
                 return .json(200, Array("{}".utf8))
             }),
             ("POST", "/oauth/token", Endpoint("oauth.token", access: .open) { req throws(ParseError) in
@@ -77,19 +77,6 @@ enum UsersEndpoints {
         if let t = req.sessionToken { sessionId = try s.auth.resolveSession(t)?.sessionId }
         let out = try s.updateUser(id, try req.jsonBody(), caller: s.caller(req), sessionId: sessionId)
         return .json(200, JSON.encode(.object(out)))
-    }
-
-    /// Deletes a user with its sessions, running `_User` triggers (the Lua cascade) in the
-    /// same transaction.
-    static func deleteUser(_ s: Services, _ id: String, caller: CallerContext) throws(ParseError) {
-        guard caller.identity.isMaster || caller.identity.userId == id else {
-            throw ParseError(.objectNotFound, "Object not found.")
-        }
-        try s.store.transaction { () throws(ParseError) in
-            _ = try s.auth.revokeSessions(userId: id)
-            try s.objects.delete("_User", id, caller: caller)
-        }
-        s.auth.clearSessionCache()
     }
 
     /// `application/x-www-form-urlencoded` or JSON body as string pairs (RFC 6749 §4.3).

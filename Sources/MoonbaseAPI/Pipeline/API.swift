@@ -1,8 +1,10 @@
+import MoonbaseAuth
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseHTTP
 import MoonbaseJSON
 import MoonbaseQuota
+import MoonbaseStore
 import Synchronization
 
 /// The HTTP handler of the whole product: routes, keys, sessions, idempotency, quota and

@@ -9,20 +9,12 @@ import Synchronization
 import Glibc
 #endif
 
-/// One generation of Cloud Code: the sources of `functions/*.lua` as they were when loaded,
-/// and what their load pass registered. VMs are built per thread from it.
-public struct Generation: Sendable {
-    public let id: Int
-    public let sources: [(file: String, text: String)]
-    public let registry: CloudRegistry
-}
-
-/// Cloud Code as the API sees it: the current generation (swapped whole on reload, so in-flight
-/// calls finish on the VM they started on), one Lua VM per thread built lazily for the current
-/// generation, the Lua host API (`db`, `files`, `auth`) and the trigger runner of the object
-/// service.
+/// Cloud Code as the API sees it: the generations and per-thread VMs (`CloudCode`, in the Lua
+/// module), the Lua host API (`LuaHost`: `db`, `files`, `auth`, …) given to it as a factory, the
+/// caller of the Lua call running on each thread (for nested `db.*` accounting and
+/// permissions), and the store's trigger runner.
 ///
-/// Thread-safety: generation and load errors behind mutexes; VMs are thread-confined (a
+/// Thread-safety: `CloudCode` guards its generation; callers are thread-confined (a
 /// `ThreadLocal` slot per thread).
 public final class CloudService: Sendable {
     public let objects: ObjectService
@@ -30,13 +22,9 @@ public final class CloudService: Sendable {
     let files: FileStore
     let limits: LuaLimitsConfig
     let clock: any HostClock
-    let current: Mutex<Generation>
-    let errors = Mutex<[String: String]>([:])
-    let slots = ThreadLocal<VMSlot> { VMSlot() }
-    let nextId = Atomic<Int>(1)
-    let onReload = Mutex<[@Sendable (Generation) -> Void]>([])
-    /// Held for a whole load (read, compile, swap, observers): loads never overtake each other.
-    let loadLock = Mutex<Void>(())
+    /// Generations, hot reload and this thread's VM.
+    public let code: CloudCode
+    let callers = ThreadLocal<CallerSlot> { CallerSlot() }
     let servicesBox = Mutex<Services?>(nil)
 
     /// The services this Cloud Code belongs to (set once by `Services.init`; a process-lifetime
@@ -50,107 +38,24 @@ public final class CloudService: Sendable {
         self.files = files
         self.limits = limits
         self.clock = clock
-        current = Mutex(Generation(id: 0, sources: [], registry: CloudRegistry()))
+        let box = WeakCloudService()
+        // VMs are built only after init returns (the first load), so the box is filled by then;
+        // the lock is taken once per VM built, not per call.
+        code = CloudCode(makeHost: { LuaHost(service: box.value!) }, clock: clock, loading: limits.loading)
+        box.set(self)
     }
 
-    public var generation: Generation { current.withLock { $0 } }
-    public var registry: CloudRegistry { generation.registry }
-    public var loadErrors: [String: String] { errors.withLock { $0 } }
+    public var generation: Generation { code.generation }
+    public var registry: CloudRegistry { code.registry }
+    public var loadErrors: [String: String] { code.loadErrors }
 
     /// Called after every successful reload (routes, indexes, schedules).
-    public func observeReload(_ f: @escaping @Sendable (Generation) -> Void) { onReload.withLock { $0.append(f) } }
+    public func observeReload(_ f: @escaping @Sendable (Generation) -> Void) { code.observeReload(f) }
 
-    // MARK: loading
-
-    /// Loads `sources` into a fresh VM; on success they become the current generation.
-    /// A file that fails leaves the previous generation serving; its file:line is recorded.
     @discardableResult
-    public func load(_ sources: [(file: String, text: String)]) -> [String: String] {
-        loadLock.withLock { _ in loadUnlocked(sources) }
-    }
+    public func loadDirectory(_ dir: String) -> [String: String] { code.loadDirectory(dir) }
 
-    /// Runs `body` while no other load can start; `body` loads through the function it is given.
-    /// The admin API reads the folder, loads and writes its file in one such step, so a reload
-    /// of the folder started earlier cannot install older sources over the deployed ones. A
-    /// candidate refused there is not recorded as a load error: it never reached the folder.
-    public func exclusively(_ body: (([(file: String, text: String)]) -> [String: String]) throws(ParseError) -> [String: String])
-        throws(ParseError) -> [String: String] {
-        try loadLock.withLock { (_) throws(ParseError) -> [String: String] in try body { loadUnlocked($0, recordFailures: false) } }
-    }
-
-    func loadUnlocked(_ sources: [(file: String, text: String)], recordFailures: Bool = true) -> [String: String] {
-        var failures: [String: String] = [:]
-        var registry = CloudRegistry()
-        do {
-            let vm = try makeVM()
-            for e in vm.loadAll(sources, limits: limits.loading, checkModules: true) { failures[e.file] = e.description }
-            registry = vm.registry
-        } catch {
-            failures["*"] = "cannot create a Lua VM: \(error)"
-        }
-        if recordFailures || failures.isEmpty { errors.withLock { $0 = failures } }
-        if !failures.isEmpty {
-            for (f, e) in failures.sorted(by: { $0.key < $1.key }) { Log.error("cloud code not reloaded: \(f): \(e)") }
-            return failures
-        }
-        let gen = Generation(id: nextId.wrappingAdd(1, ordering: .relaxed).oldValue, sources: sources, registry: registry)
-        current.withLock { $0 = gen }
-        Log.info("cloud code generation \(gen.id): \(sources.count) file(s), \(registry.functions.count) function(s), \(registry.jobs.count) job(s), \(registry.routes.count) route(s)")
-        for f in onReload.withLock({ $0 }) { f(gen) }
-        return [:]
-    }
-
-    /// Reads `dir/*.lua` and the modules under `dir/lib/` (sorted) and loads them. The folder is read under the load lock: loads
-    /// run one at a time in the order they read their sources, so a slow reload of older
-    /// sources never replaces a newer generation.
-    @discardableResult
-    public func loadDirectory(_ dir: String) -> [String: String] {
-        loadLock.withLock { _ in loadUnlocked(CloudService.readSources(dir)) }
-    }
-
-    /// `dir/*.lua` as `name.lua`, then the modules `dir/lib/**/*.lua` as `lib/…/name.lua`
-    /// (hidden names skipped, at most 4 folders deep).
-    public static func readSources(_ dir: String) -> [(file: String, text: String)] {
-        var out: [(file: String, text: String)] = []
-        func read(_ rel: String, depth: Int) {
-            let path = rel.isEmpty ? dir : dir + "/" + rel
-            for name in FileSystem.list(path) where !name.hasPrefix(".") {
-                let relName = rel.isEmpty ? name : rel + "/" + name
-                if name.hasSuffix(".lua"), !FileSystem.isDirectory(path + "/" + name) {
-                    guard let b = FileSystem.readFile(path + "/" + name) else { continue }
-                    out.append((file: relName, text: String(decoding: b, as: UTF8.self)))
-                } else if (rel.isEmpty ? name == "lib" : depth < 4), FileSystem.isDirectory(path + "/" + name) {
-                    read(relName, depth: depth + 1)
-                }
-            }
-        }
-        read("", depth: 0)
-        return out
-    }
-
-    func makeVM() throws(ParseError) -> LuaVM {
-        try LuaVM(host: LuaHost(service: self), clock: clock)
-    }
-
-    /// This thread's VM for the current generation (built on first use after a reload).
-    public func vm() throws(ParseError) -> LuaVM {
-        let gen = generation
-        let slot = slots.value
-        if let vm = slot.vm, slot.generation == gen.id { return vm }
-        let vm = try loadedVM(gen)
-        slot.vm = vm
-        slot.generation = gen.id
-        return vm
-    }
-
-    /// A fresh VM with every file of `gen` loaded (per-thread VMs and job VMs alike).
-    func loadedVM(_ gen: Generation) throws(ParseError) -> LuaVM {
-        let vm = try makeVM()
-        if let e = vm.loadAll(gen.sources, limits: limits.loading, checkModules: false).first {
-            throw ParseError(.scriptFailed, "cloud code failed to load: \(e.description)")
-        }
-        return vm
-    }
+    func vm() throws(ParseError) -> LuaVM { try code.vm() }
 
     // MARK: calls
 
@@ -161,7 +66,7 @@ public final class CloudService: Sendable {
 
     /// Runs with the caller's meter installed for nested `db.*` accounting, timing Lua CPU.
     func metered<T>(_ c: CallerContext, _ body: () throws(ParseError) -> T) throws(ParseError) -> T {
-        let slot = slots.value
+        let slot = callers.value
         let saved = slot.caller
         slot.caller = c
         let cpu0 = threadCPUNanos()
@@ -169,20 +74,10 @@ public final class CloudService: Sendable {
             slot.caller = saved
             if saved == nil {
                 c.meter?.luaCPUNanos &+= threadCPUNanos() &- cpu0
-                dropVMOverItsLimit(slot)
+                code.dropThreadVMIfOverLimit()
             }
         }
         return try body()
-    }
-
-    /// A VM whose last call hit the VM memory limit holds module state that leaves too little
-    /// room for calls: it is dropped (its memory freed and returned to the system) and the next
-    /// call on this thread builds a fresh one from the current generation.
-    func dropVMOverItsLimit(_ slot: VMSlot) {
-        guard let vm = slot.vm, vm.depth == 0, vm.overVMMemoryLimit else { return }
-        Log.warn("cloud code: a Lua VM reached its memory limit (\(vm.memoryInUse >> 20) MB in use); it is rebuilt, its module state is lost")
-        slot.vm = nil
-        slot.generation = -1
     }
 
     public func callFunction(_ name: String, params: JSONObject, caller: CallerContext) throws(ParseError) -> JSONValue {
@@ -219,27 +114,30 @@ public final class CloudService: Sendable {
         // One read of the generation: a reload between two reads could pair one generation's
         // sources with another's id.
         let gen = generation
-        let vm = try loadedVM(gen)
+        let vm = try code.loadedVM(gen)
         let caller = CallerContext(identity: .master, requestId: "job-" + name)
-        let slot = slots.value
-        let savedVM = (slot.vm, slot.generation)
         // Nested db.* triggers of the job run on the job's VM.
-        slot.vm = vm
-        slot.generation = gen.id
-        defer { (slot.vm, slot.generation) = savedVM }
-        return try metered(caller) { () throws(ParseError) -> String? in
-            try vm.runJob(name, params: params, request: CloudRequest(identity: .master, requestId: caller.requestId),
-                          limits: limits.jobs, callbacks: LuaJobCallbacks(progress: progress, message: message))
+        return try code.withThreadVM(vm, generation: gen) { () throws(ParseError) -> String? in
+            try metered(caller) { () throws(ParseError) -> String? in
+                try vm.runJob(name, params: params, request: CloudRequest(identity: .master, requestId: caller.requestId),
+                              limits: limits.jobs, callbacks: LuaJobCallbacks(progress: progress, message: message))
+            }
         }
     }
 }
 
-/// A thread's VM and the generation it was built for, and the caller of the Lua call running
-/// on the thread (for nested `db.*` accounting and permissions).
-final class VMSlot {
-    var vm: LuaVM?
-    var generation = -1
+/// The caller of the Lua call running on a thread (for nested `db.*` accounting and permissions).
+final class CallerSlot {
     var caller: CallerContext?
+}
+
+/// How `LuaHost`s reach their Cloud Code: the factory is made before the service exists, and a
+/// strong reference back would be a cycle through `CloudCode`.
+final class WeakCloudService: Sendable {
+    private let ref = Mutex<Weak>(Weak())
+    struct Weak { weak var value: CloudService? }
+    func set(_ s: CloudService) { ref.withLock { $0.value = s } }
+    var value: CloudService? { ref.withLock { $0.value } }
 }
 
 // MARK: - triggers

@@ -11,11 +11,11 @@ public final class JobService: Sendable {
     public let recorder: JobStatusRecorder
     let cronDir: String
 
-    public init(cloud: CloudService, recorder: JobStatusRecorder, metrics: ServerMetrics, clock: any HostClock, cronDir: String) {
+    /// `runner` runs a job by name (the composition root's, over Cloud Code).
+    public init(runner: any JobRunner, recorder: JobStatusRecorder, metrics: ServerMetrics, clock: any HostClock, cronDir: String) {
         self.recorder = recorder
         self.cronDir = cronDir
-        scheduler = Scheduler(runner: CloudJobRunner(cloud: cloud, metrics: metrics, store: cloud.objects.store),
-                              recorder: SkipCountingRecorder(base: recorder, metrics: metrics), clock: clock)
+        scheduler = Scheduler(runner: runner, recorder: SkipCountingRecorder(base: recorder, metrics: metrics), clock: clock)
     }
 
     /// Loads the cron files, checking that every job they name exists. Errors leave the previous
@@ -39,39 +39,8 @@ public final class JobService: Sendable {
     }
 }
 
-/// Runs a job through Cloud Code and reports its outcome.
-struct CloudJobRunner: JobRunner {
-    let cloud: CloudService
-    let metrics: ServerMetrics
-    let store: any DocumentStore
-
-    func hasJob(_ name: String) -> Bool { cloud.hasJob(name) }
-
-    func run(_ run: JobRun) -> JobOutcome {
-        let outcome: JobOutcome
-        // Jobs are the bulk writers (cleanup, seeding): the writer gets its bigger cache while
-        // one runs, and the everyday RssAnon stays small.
-        store.beginBulkWork()
-        defer { store.endBulkWork() }
-        do throws(ParseError) {
-            let message = try cloud.runJob(run.job, params: run.params,
-                                           progress: { f, t in if let f { run.progress(f, t) } else if let t { run.message(t) } },
-                                           message: { run.message($0) })
-            // A job returning nothing keeps the last message it reported.
-            outcome = .succeeded(message: message ?? run.lastMessage ?? "")
-        } catch {
-            outcome = .failed(message: error.message)
-        }
-        switch outcome {
-        case .succeeded: metrics.observeJobRun(job: run.job, status: "succeeded")
-        case .failed: metrics.observeJobRun(job: run.job, status: "failed")
-        }
-        return outcome
-    }
-}
-
 /// The `_JobStatus` recorder, also counting skipped starts in `moonbase_job_runs_total` (runs
-/// that ran are counted by `CloudJobRunner` when they end).
+/// that ran are counted by the job runner when they end).
 struct SkipCountingRecorder: JobRunRecorder {
     let base: JobStatusRecorder
     let metrics: ServerMetrics

@@ -1,3 +1,4 @@
+import MoonbaseAuth
 import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseLua
@@ -42,7 +43,7 @@ struct LuaHost: CloudHostAPI {
     /// The caller for a `db.*` call: the outer request's caller (user, request id, meter), with
     /// the Lua call's identity, or master when asked.
     func caller(_ ctx: LuaCallContext, _ opts: JSONObject) -> CallerContext {
-        var c = service.slots.value.caller ?? CallerContext(identity: ctx.identity)
+        var c = service.callers.value.caller ?? CallerContext(identity: ctx.identity)
         c.identity = ctx.identity
         if let u = ctx.user?.objectValue { c.user = u }
         if opts["master"]?.boolValue == true { c.identity = .master }
@@ -122,7 +123,7 @@ struct LuaHost: CloudHostAPI {
             let id = try string(args, 1, "objectId")
             let opts = arg(args, 2)?.objectValue ?? [:]
             if className == "_User", let services = service.services {
-                try UsersEndpoints.deleteUser(services, id, caller: caller(ctx, opts))
+                try services.deleteUser(id, caller: caller(ctx, opts))
                 return .bool(true)
             }
             try objects.delete(className, id, caller: caller(ctx, opts))

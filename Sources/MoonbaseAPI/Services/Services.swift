@@ -1,5 +1,6 @@
 import MoonbaseAuth
 import MoonbaseCore
+import MoonbaseHTTP
 import MoonbaseOutbound
 import MoonbaseQuota
 import MoonbaseStore

@@ -8,6 +8,19 @@ import MoonbaseStore
 /// sessions on a password change (MoonbaseAuth), and the `_User` triggers run around them like
 /// for any class — `beforeSave` inside the write transaction.
 extension Services {
+    /// Deletes a user with its sessions, running `_User` triggers (the Lua cascade) in the
+    /// same transaction.
+    func deleteUser(_ id: String, caller: CallerContext) throws(ParseError) {
+        guard caller.identity.isMaster || caller.identity.userId == id else {
+            throw ParseError(.objectNotFound, "Object not found.")
+        }
+        try store.transaction { () throws(ParseError) in
+            _ = try auth.revokeSessions(userId: id)
+            try objects.delete("_User", id, caller: caller)
+        }
+        auth.clearSessionCache()
+    }
+
     func signUp(_ body: JSONObject, caller: CallerContext) throws(ParseError) -> AuthResult {
         var input = body
         try Services.checkEmailVerifiedWrite(body, caller)

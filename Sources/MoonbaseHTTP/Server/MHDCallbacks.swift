@@ -1,4 +1,6 @@
+import CHTTPGuard
 import CMicroHTTPD
+import Synchronization
 
 // libmicrohttpd's C callbacks. Each is a global `let` (C function pointers cannot capture);
 // the `ServerCore` travels as the unretained `cls` pointer, valid while the daemon runs.

@@ -1,4 +1,6 @@
+import CHTTPGuard
 import CMicroHTTPD
+import MoonbaseCore
 import Synchronization
 
 /// Per-connection state, created in the connect notification and freed on close.

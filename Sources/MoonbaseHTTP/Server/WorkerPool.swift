@@ -1,3 +1,4 @@
+import CHTTPGuard
 import CMicroHTTPD
 import MoonbaseCore
 import Synchronization

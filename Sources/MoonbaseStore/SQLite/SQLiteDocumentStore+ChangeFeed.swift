@@ -1,4 +1,5 @@
 import MoonbaseCore
+import MoonbaseSQLite
 
 /// The change feed over `_mb_changes` (`ChangeFeed` holds the SQL).
 extension SQLiteDocumentStore: ChangeFeedStore {

@@ -49,7 +49,7 @@ public final class SQLiteDocumentStore: DocumentStore {
 
     /// Like `transaction`, with the SQLite transaction itself: for the store's own set-based SQL
     /// (internal tables), never for the layers above.
-    public func write<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
+    func write<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         try database.write(body)
     }
 

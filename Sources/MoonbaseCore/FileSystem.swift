@@ -1,4 +1,3 @@
-import MoonbaseCore
 
 #if canImport(Glibc)
 import Glibc

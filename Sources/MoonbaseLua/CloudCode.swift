@@ -1,0 +1,175 @@
+import MoonbaseCore
+import Synchronization
+
+/// One generation of Cloud Code: the sources of `functions/*.lua` (and `functions/lib/`) as they
+/// were when loaded, and what their load pass registered. VMs are built per thread from it.
+public struct Generation: Sendable {
+    public let id: Int
+    public let sources: [(file: String, text: String)]
+    public let registry: CloudRegistry
+}
+
+/// Cloud Code's generations and hot reload: loads a set of sources into a fresh VM, and when the
+/// load pass succeeds swaps it in whole as the current generation (in-flight calls finish on the
+/// VM they started on); keeps one VM per thread, rebuilt lazily for the current generation.
+///
+/// The host API the scripts call (`db`, `files`, `auth`, …) is given by the composition root as
+/// a factory, so this module knows nothing of the store or the HTTP API.
+///
+/// Thread-safety: generation and load errors behind mutexes; loads run one at a time in the
+/// order they read their sources; VMs are thread-confined (a `ThreadLocal` slot per thread).
+///
+/// ```swift
+/// let code = CloudCode(makeHost: { MyHost() }, clock: SystemClock(), loading: .loadDefaults)
+/// code.observeReload { gen in print("generation", gen.id) }
+/// code.loadDirectory("functions")
+/// let vm = try code.vm()
+/// ```
+public final class CloudCode: Sendable {
+    let makeHost: @Sendable () -> any CloudHostAPI
+    let clock: any HostClock
+    let loading: LuaLimits
+    let current = Mutex(Generation(id: 0, sources: [], registry: CloudRegistry()))
+    let errors = Mutex<[String: String]>([:])
+    let slots = ThreadLocal<VMSlot> { VMSlot() }
+    let nextId = Atomic<Int>(1)
+    let onReload = Mutex<[@Sendable (Generation) -> Void]>([])
+    /// Held for a whole load (read, compile, swap, observers): loads never overtake each other.
+    let loadLock = Mutex<Void>(())
+
+    public init(makeHost: @escaping @Sendable () -> any CloudHostAPI, clock: any HostClock, loading: LuaLimits) {
+        self.makeHost = makeHost
+        self.clock = clock
+        self.loading = loading
+    }
+
+    public var generation: Generation { current.withLock { $0 } }
+    public var registry: CloudRegistry { generation.registry }
+    /// The files the last load refused, with their errors (`file:line: message`).
+    public var loadErrors: [String: String] { errors.withLock { $0 } }
+
+    /// Called after every successful reload (routes, indexes, schedules).
+    public func observeReload(_ f: @escaping @Sendable (Generation) -> Void) { onReload.withLock { $0.append(f) } }
+
+    // MARK: loading
+
+    /// Loads `sources` into a fresh VM; on success they become the current generation.
+    /// A file that fails leaves the previous generation serving; its file:line is recorded.
+    @discardableResult
+    public func load(_ sources: [(file: String, text: String)]) -> [String: String] {
+        loadLock.withLock { _ in loadUnlocked(sources) }
+    }
+
+    /// Runs `body` while no other load can start; `body` loads through the function it is given.
+    /// A deploy reads the folder, loads and writes its file in one such step, so a reload of the
+    /// folder started earlier cannot install older sources over the deployed ones. A candidate
+    /// refused there is not recorded as a load error: it never reached the folder.
+    public func exclusively(_ body: (([(file: String, text: String)]) -> [String: String]) throws(ParseError) -> [String: String])
+        throws(ParseError) -> [String: String] {
+        try loadLock.withLock { (_) throws(ParseError) -> [String: String] in try body { loadUnlocked($0, recordFailures: false) } }
+    }
+
+    func loadUnlocked(_ sources: [(file: String, text: String)], recordFailures: Bool = true) -> [String: String] {
+        var failures: [String: String] = [:]
+        var registry = CloudRegistry()
+        do {
+            let vm = try makeVM()
+            for e in vm.loadAll(sources, limits: loading, checkModules: true) { failures[e.file] = e.description }
+            registry = vm.registry
+        } catch {
+            failures["*"] = "cannot create a Lua VM: \(error)"
+        }
+        if recordFailures || failures.isEmpty { errors.withLock { $0 = failures } }
+        if !failures.isEmpty {
+            for (f, e) in failures.sorted(by: { $0.key < $1.key }) { Log.error("cloud code not reloaded: \(f): \(e)") }
+            return failures
+        }
+        let gen = Generation(id: nextId.wrappingAdd(1, ordering: .relaxed).oldValue, sources: sources, registry: registry)
+        current.withLock { $0 = gen }
+        Log.info("cloud code generation \(gen.id): \(sources.count) file(s), \(registry.functions.count) function(s), \(registry.jobs.count) job(s), \(registry.routes.count) route(s)")
+        for f in onReload.withLock({ $0 }) { f(gen) }
+        return [:]
+    }
+
+    /// Reads the folder and loads it (`readSources`). The folder is read under the load lock:
+    /// loads run one at a time in the order they read their sources, so a slow reload of older
+    /// sources never replaces a newer generation.
+    @discardableResult
+    public func loadDirectory(_ dir: String) -> [String: String] {
+        loadLock.withLock { _ in loadUnlocked(CloudCode.readSources(dir)) }
+    }
+
+    /// `dir/*.lua` as `name.lua`, then the modules `dir/lib/**/*.lua` as `lib/…/name.lua`
+    /// (hidden names skipped, at most 4 folders deep).
+    public static func readSources(_ dir: String) -> [(file: String, text: String)] {
+        var out: [(file: String, text: String)] = []
+        func read(_ rel: String, depth: Int) {
+            let path = rel.isEmpty ? dir : dir + "/" + rel
+            for name in FileSystem.list(path) where !name.hasPrefix(".") {
+                let relName = rel.isEmpty ? name : rel + "/" + name
+                if name.hasSuffix(".lua"), !FileSystem.isDirectory(path + "/" + name) {
+                    guard let b = FileSystem.readFile(path + "/" + name) else { continue }
+                    out.append((file: relName, text: String(decoding: b, as: UTF8.self)))
+                } else if (rel.isEmpty ? name == "lib" : depth < 4), FileSystem.isDirectory(path + "/" + name) {
+                    read(relName, depth: depth + 1)
+                }
+            }
+        }
+        read("", depth: 0)
+        return out
+    }
+
+    func makeVM() throws(ParseError) -> LuaVM {
+        try LuaVM(host: makeHost(), clock: clock)
+    }
+
+    // MARK: per-thread VMs
+
+    /// This thread's VM for the current generation (built on first use after a reload).
+    public func vm() throws(ParseError) -> LuaVM {
+        let gen = generation
+        let slot = slots.value
+        if let vm = slot.vm, slot.generation == gen.id { return vm }
+        let vm = try loadedVM(gen)
+        slot.vm = vm
+        slot.generation = gen.id
+        return vm
+    }
+
+    /// A fresh VM with every file of `gen` loaded (per-thread VMs and job VMs alike).
+    public func loadedVM(_ gen: Generation) throws(ParseError) -> LuaVM {
+        let vm = try makeVM()
+        if let e = vm.loadAll(gen.sources, limits: loading, checkModules: false).first {
+            throw ParseError(.scriptFailed, "cloud code failed to load: \(e.description)")
+        }
+        return vm
+    }
+
+    /// Runs `body` with `vm` (built for `gen`) as this thread's VM, so nested calls made from it
+    /// (a job's `db.*` firing triggers) run on the same VM; the thread's own VM is restored after.
+    public func withThreadVM<T>(_ vm: LuaVM, generation gen: Generation, _ body: () throws(ParseError) -> T) throws(ParseError) -> T {
+        let slot = slots.value
+        let saved = (slot.vm, slot.generation)
+        slot.vm = vm
+        slot.generation = gen.id
+        defer { (slot.vm, slot.generation) = saved }
+        return try body()
+    }
+
+    /// A VM whose last call hit the VM memory limit holds module state that leaves too little
+    /// room for calls: it is dropped (its memory freed and returned to the system) and the next
+    /// call on this thread builds a fresh one from the current generation.
+    public func dropThreadVMIfOverLimit() {
+        let slot = slots.value
+        guard let vm = slot.vm, vm.depth == 0, vm.overVMMemoryLimit else { return }
+        Log.warn("cloud code: a Lua VM reached its memory limit (\(vm.memoryInUse >> 20) MB in use); it is rebuilt, its module state is lost")
+        slot.vm = nil
+        slot.generation = -1
+    }
+}
+
+/// A thread's VM and the generation it was built for.
+final class VMSlot {
+    var vm: LuaVM?
+    var generation = -1
+}
