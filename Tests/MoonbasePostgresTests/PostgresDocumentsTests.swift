@@ -6,8 +6,8 @@ import MoonbaseSQLite
 import MoonbaseStore
 import Testing
 
-/// A `PostgresStore` on a new, empty database of the run's cluster (`name` returned for a
-/// second "host" on the same database).
+/// A `PostgresStore` on a new, empty database of the run's cluster, and that database's URL
+/// (for a second "host" on the same database).
 func freshPostgresStore() throws -> (PostgresStore, url: String) {
     let name = uniqueTable("mbdb")
     let admin = try PGConnection(url: PGTestCluster.url)
@@ -338,6 +338,29 @@ extension PostgresSuite {
             let d = try PostgresStore(url: url)
             defer { d.close() }
             #expect(Set(d.schema("Fresh")!.fieldOrder) == ["p", "q"])
+        }
+
+        /// A host's copy of a schema follows changes made on another host (fields, class
+        /// permissions, indexes) within seconds, through the schema notifications.
+        @Test func aSchemaChangeOnOneHostReachesTheOthers() throws {
+            let (a, url) = try freshPostgresStore()
+            defer { a.close() }
+            let b = try PostgresStore(url: url)
+            defer { b.close() }
+            _ = try a.insert("Post", fields: ["x": 1], acl: nil, identity: .master)
+            #expect(b.schema("Post")?.fieldOrder == ["x"])
+            #expect(errorCode { () throws(ParseError) in try b.checkCLP(.find, "Post", .anonymous) } == nil)
+            _ = try a.insert("Post", fields: ["y": "text"], acl: nil, identity: .master)
+            try a.setClassPermissions("Post", ["find": ["requiresAuthentication": true]])
+            try a.setIndexes("Post", ["byY": ["y": 1]])
+            #expect(eventually(seconds: 10) { b.schema("Post")?.fields["y"]?.type == .string })
+            #expect(eventually(seconds: 10) {
+                errorCode { () throws(ParseError) in try b.checkCLP(.find, "Post", .anonymous) } == 119
+            })
+            #expect(eventually(seconds: 10) { b.getSchema("Post")?["indexes"]?["byY"] != nil })
+            // A copy dropped after a lost listening connection is read again.
+            b.invalidateSchemas()
+            #expect(b.schema("Post")?.fieldOrder == ["x", "y"])
         }
 
         @Test func aRoleNameIsUniqueAcrossHosts() throws {

@@ -275,8 +275,11 @@ extension PostgresStore {
     /// Nothing to do: PostgreSQL made every commit durable when it returned.
     public func checkpoint() throws(ParseError) {}
 
-    /// Closes the pool; later calls fail with code 1.
-    public func close() { pool.close() }
+    /// Closes the pool and stops listening for schema changes; later calls fail with code 1.
+    public func close() {
+        schemaWatch.stop()
+        pool.close()
+    }
 
     /// Records an `X-Parse-Request-Id`; false when already applied in the last 5 minutes (159).
     /// One statement: two hosts receiving the same id at once cannot both apply it.

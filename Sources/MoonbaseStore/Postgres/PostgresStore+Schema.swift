@@ -11,8 +11,10 @@ import Synchronization
 /// is looked up in `_mb_schema`; a write that adds fields or changes indexes or permissions
 /// locks the class's row (`FOR UPDATE`) and applies its change to the row as committed, never
 /// to this host's possibly older copy (two hosts adding different fields both keep theirs).
-/// Changes are staged in the transaction (`PGTransaction.userInfo`) and published to the cache
-/// when it commits, as on SQLite.
+/// Changes are staged in the transaction (`PGTransaction.userInfo`) and seen by it alone until
+/// it commits. The commit notifies every host (`NOTIFY mb_schema`, the class name as payload),
+/// and each drops its copy of that class; a host only caches while it listens, and drops every
+/// copy when its listening connection comes back after a loss (notifications were missed).
 extension PostgresStore {
     static let pendingSchemaKey = "moonbase.pg.schema.pending"
 
@@ -20,6 +22,7 @@ extension PostgresStore {
     /// changes included), or nil when the class does not exist.
     public func schema(_ className: String) -> ClassSchema? {
         if let tx = pool.currentTransaction, let s = pendingSchemas(tx)[className] { return s }
+        schemaWatch.ensureStarted(url: url, cache: schemaCache)
         if let s = schemaCache.get(className) { return s }
         guard Naming.isValidClassName(className) else { return nil }
         return try? loadSchema(className, lock: false)
@@ -84,7 +87,8 @@ extension PostgresStore {
     /// Reads one class's row (with `lock`: `FOR UPDATE`, inside the caller's transaction) and
     /// caches it when read outside a transaction.
     func loadSchema(_ className: String, lock: Bool) throws(ParseError) -> ClassSchema? {
-        let inTx = pool.currentTransaction != nil
+        let cacheable = pool.currentTransaction == nil && schemaWatch.isListening
+        let generation = schemaCache.generation
         let s = try pool.withConnection { (c) throws(ParseError) -> ClassSchema? in
             let r = try c.execute("SELECT fields, indexes, clp FROM _mb_schema WHERE className = $1" + (lock ? " FOR UPDATE" : ""),
                                   [.text(className)])
@@ -94,12 +98,12 @@ extension PostgresStore {
             let clp = try JSON.parse(Array((row[2].string ?? "{}").utf8)).objectValue ?? [:]
             return ClassSchema(className: className, fields: fields, fieldOrder: order, indexes: indexes, clp: clp)
         }
-        if let s, !inTx { schemaCache.put(s) }
+        if let s, cacheable { schemaCache.put(s, ifGeneration: generation) }
         return s
     }
 
     /// Forgets this host's copies of the schemas (another host changed one).
-    public func invalidateSchemas() { schemaCache.clear() }
+    public func invalidateSchemas() { schemaCache.invalidate(nil) }
 
     /// Writes `schema`'s row in `tx` and stages it for the cache until commit.
     func stageSchema(_ schema: ClassSchema, in tx: PGTransaction) throws(ParseError) {
@@ -108,13 +112,15 @@ extension PostgresStore {
             ON CONFLICT (className) DO UPDATE SET fields = excluded.fields, indexes = excluded.indexes, clp = excluded.clp
             """, [.text(schema.className), .text(JSONValue.object(schema.fieldsJSON).jsonString),
                   .text(JSONValue.object(schema.indexes).jsonString), .text(JSONValue.object(schema.clp).jsonString)])
+        // Delivered at commit (once per class and transaction), to this host too.
+        try tx.connection.execute("SELECT pg_notify($1, $2)", [.text(PGSchemaWatch.channel), .text(schema.className)])
         var pending = tx.userInfo[Self.pendingSchemaKey] as? [String: ClassSchema]
         if pending == nil {
             pending = [:]
             let cache = schemaCache
             tx.onCommit { [weak tx] in
                 guard let staged = tx?.userInfo[Self.pendingSchemaKey] as? [String: ClassSchema] else { return }
-                for s in staged.values { cache.put(s) }
+                for name in staged.keys { cache.invalidate(name) }
             }
         }
         pending![schema.className] = schema
@@ -174,14 +180,64 @@ extension PostgresStore {
     }
 }
 
-/// This host's copies of the committed class schemas.
+/// This host's copies of the committed class schemas. A copy read from the database is kept
+/// only if no invalidation happened since the read began (`generation`), so a slow reader never
+/// caches a schema older than a change it was told about.
 final class PGSchemaCache: Sendable {
-    private let all = Mutex<[String: ClassSchema]>([:])
+    private struct State {
+        var all: [String: ClassSchema] = [:]
+        var generation: UInt64 = 0
+    }
+    private let state = Mutex(State())
 
-    func get(_ className: String) -> ClassSchema? { all.withLock { $0[className] } }
-    func put(_ s: ClassSchema) { all.withLock { $0[s.className] = s } }
-    func clear() { all.withLock { $0.removeAll() } }
-    var names: [String] { all.withLock { Array($0.keys) } }
+    func get(_ className: String) -> ClassSchema? { state.withLock { $0.all[className] } }
+    var generation: UInt64 { state.withLock { $0.generation } }
+    var names: [String] { state.withLock { Array($0.all.keys) } }
+
+    func put(_ s: ClassSchema, ifGeneration g: UInt64) {
+        state.withLock { st in if st.generation == g { st.all[s.className] = s } }
+    }
+
+    /// Drops the copy of `className` (nil: every copy).
+    func invalidate(_ className: String?) {
+        state.withLock { st in
+            st.generation &+= 1
+            if let className { st.all[className] = nil } else { st.all.removeAll() }
+        }
+    }
+}
+
+/// The listening connection through which hosts tell one another a class schema changed,
+/// started on first use of the catalog.
+final class PGSchemaWatch: Sendable {
+    static let channel = "mb_schema"
+    private let listener = Mutex<PGListener?>(nil)
+    private let listening = Atomic<Bool>(false)
+    private let stopped = Atomic<Bool>(false)
+
+    /// Whether notifications reach this host (only then may it cache).
+    var isListening: Bool { listening.load(ordering: .acquiring) }
+
+    /// Starts listening unless it already does (a failed start is tried again next time).
+    func ensureStarted(url: String, cache: PGSchemaCache) {
+        guard !listening.load(ordering: .acquiring), !stopped.load(ordering: .acquiring) else { return }
+        listener.withLock { l in
+            guard l == nil, !stopped.load(ordering: .acquiring) else { return }
+            guard let new = try? PGListener(url: url, channels: [Self.channel],
+                                            onNotify: { _, className in cache.invalidate(className) },
+                                            onReconnect: { cache.invalidate(nil) }) else { return }
+            do throws(ParseError) { try new.start() } catch { return }
+            l = new
+            listening.store(true, ordering: .releasing)
+        }
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .releasing)
+        listening.store(false, ordering: .releasing)
+        let l = listener.withLock { l -> PGListener? in defer { l = nil }; return l }
+        l?.stop()
+    }
 }
 
 extension PostgresLayout {

@@ -24,6 +24,7 @@ public final class PostgresStore: Sendable {
     public let clock: any HostClock
     /// Class schemas as this host last read them (`PostgresStore+Schema.swift`).
     let schemaCache = PGSchemaCache()
+    let schemaWatch = PGSchemaWatch()
     /// Who hears the changes committed on this host, and the order they are told in
     /// (`PostgresStore+ChangeFeed.swift`).
     let changes = ChangeListenerSlot()
