@@ -75,6 +75,16 @@ public enum PostgresMigrator {
           kind text NOT NULL, email text NOT NULL, expiresAt bigint NOT NULL);
         CREATE INDEX IF NOT EXISTS _mb_email_tokens_user ON _mb_email_tokens(userId, kind);
         """,
+        // 2: the trigger function that keeps Relation join tables clean: fired after a row of an
+        // owner or target class is deleted, it removes the join rows naming that object
+        // (argument 0: the join table, 1: its column, `owningid` or `relatedid`).
+        """
+        CREATE OR REPLACE FUNCTION _mb_join_cleanup() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          EXECUTE format('DELETE FROM %I WHERE %I = $1', TG_ARGV[0], TG_ARGV[1]) USING OLD.objectid;
+          RETURN NULL;
+        END $$;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction, and returns the

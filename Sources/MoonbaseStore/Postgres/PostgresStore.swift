@@ -22,6 +22,13 @@ public final class PostgresStore: Sendable {
     public let url: String
     public let pool: PGPool
     public let clock: any HostClock
+    /// Class schemas as this host last read them (`PostgresStore+Schema.swift`).
+    let schemaCache = PGSchemaCache()
+    let schemaWatch = PGSchemaWatch()
+    /// Who hears the changes committed on this host, and the order they are told in
+    /// (`PostgresStore+ChangeFeed.swift`).
+    let changes = ChangeListenerSlot()
+    let publishOrder = PGPublishSequencer()
 
     /// Opens a pool on `url` and brings the internal tables to the current version.
     public init(url: String, clock: any HostClock = SystemClock(), options: PGPool.Options = PGPool.Options()) throws(ParseError) {

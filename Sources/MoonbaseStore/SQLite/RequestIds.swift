@@ -4,7 +4,7 @@ import Synchronization
 
 extension Database {
     /// How long a request id is remembered (Parse's idempotency window).
-    public static let requestIdWindowMillis: Int64 = 5 * 60 * 1000
+    public static let requestIdWindowMillis: Int64 = RequestIdPruning.windowMillis
 
     /// Records `X-Parse-Request-Id` `id` at `now` (ms) in `_mb_request_ids`. Returns false when
     /// the same id was recorded within the last 5 minutes (the request must then be answered
@@ -25,8 +25,11 @@ extension Database {
     }
 }
 
-/// Process-wide throttle for pruning old request ids (a cheap atomic check per request).
+/// Process-wide throttle for pruning old request ids (a cheap atomic check per request), and
+/// the window itself, for every backend.
 enum RequestIdPruning {
+    /// How long a request id is remembered (Parse's idempotency window).
+    static let windowMillis: Int64 = 5 * 60 * 1000
     static let last = Atomic<Int64>(0)
     static func due(now: Int64) -> Bool {
         let prev = last.load(ordering: .relaxed)

@@ -5,9 +5,7 @@ extension SchemaCatalog {
     /// What class permissions let `identity` do for `op` on `className` (see `ClassAccess`).
     public func access(_ op: ClassOperation, _ className: String, _ identity: Identity) -> ClassAccess {
         if identity.isMaster { return .allowed }
-        if ClassPermissions.masterOnlyClasses.contains(className) { return .denied }
-        guard let s = schema(className) else { return .allowed }
-        return ClassPermissions.access(s.clp, op, identity)
+        return ClassPermissions.access(op, className, identity, schema: schema(className))
     }
 
     /// The pointer-permission condition for `op` (over the unqualified `data` column), or nil

@@ -12,29 +12,20 @@ extension SchemaCatalog {
     /// - Throws: 105/107 for a bad spec, 137 when a unique index meets duplicates.
     public func setIndexes(_ className: String, _ specs: JSONObject, in tx: WriteTransaction) throws(ParseError) {
         var s = try ensureClass(className, in: tx)
-        var changed = false
-        for e in specs {
-            let name = e.key
-            let old = s.indexes[name]
-            if e.value["__op"]?.stringValue == "Delete" {
-                guard IndexSpec.isValidIndexName(name) else { throw ParseError(.invalidKeyName, "invalid index name: \(name)") }
-                if let old { try drop(className, name: name, old: old, in: tx) }
-                s.indexes[name] = nil
-                changed = changed || old != nil
-                continue
+        let actions = try s.planIndexes(specs)
+        guard !actions.isEmpty else { return }
+        for a in actions {
+            switch a {
+            case .drop(let name, let old): try drop(className, name: name, old: old, in: tx)
+            case .create(let spec):
+                if spec.isText {
+                    try tx.connection.execute(Naming.ftsDDL(className, spec.name, fields: spec.fields.map(\.path)))
+                } else if !spec.isGeoOnly {
+                    try tx.connection.execute(Naming.indexDDL(className, spec, fields: s.fields))
+                }
             }
-            let spec = try IndexSpec(name: name, json: e.value)
-            if let old, old == e.value { continue }
-            if let old { try drop(className, name: name, old: old, in: tx) }
-            if spec.isText {
-                try tx.connection.execute(Naming.ftsDDL(className, name, fields: spec.fields.map(\.path)))
-            } else if !spec.isGeoOnly {
-                try tx.connection.execute(Naming.indexDDL(className, spec, fields: s.fields))
-            }
-            s.indexes[name] = e.value
-            changed = true
         }
-        if changed { try stage(s, in: tx) }
+        try stage(s, in: tx)
     }
 
     private func drop(_ className: String, name: String, old: JSONValue, in tx: WriteTransaction) throws(ParseError) {

@@ -95,37 +95,18 @@ public final class SchemaCatalog: Sendable {
     func ensureFields(_ className: String, _ incoming: [(String, FieldInfo)], identity: Identity,
                       in tx: WriteTransaction) throws(ParseError) -> ClassSchema {
         var s = try ensureClass(className, in: tx)
-        var added: [(String, FieldInfo)] = []
-        for (name, info) in incoming {
-            if let have = s.fields[name] {
-                if have.type != info.type || ((have.type == .pointer || have.type == .relation) && info.targetClass != nil
-                    && have.targetClass != info.targetClass) {
-                    throw ParseError(.incorrectType,
-                                     "schema mismatch for \(className).\(name); expected \(have.displayName) but got \(info.displayName)")
-                }
-            } else if !added.contains(where: { $0.0 == name }) {
-                added.append((name, info))
-            }
-        }
+        let added = try s.addFields(incoming, identity: identity)
         guard !added.isEmpty else { return s }
-        guard ClassPermissions.allows(s.clp, .addField, identity) else {
-            throw ParseError(.operationForbidden, "Permission denied for action addField on class \(className).")
-        }
         for (name, info) in added {
-            s.add(name, info)
             if info.type == .geoPoint { try tx.connection.execute(Naming.geoDDL(className, name)) }
             if info.type == .relation, let target = info.targetClass {
                 if target != className { try ensureClass(target, in: tx) }
                 try tx.connection.execute(Naming.relationDDL(owner: className, field: name, target: target))
             }
         }
-        let names = Set(added.map(\.0).filter { s.fields[$0]?.type == .pointer || s.fields[$0]?.type == .date })
-        if !names.isEmpty {
-            for e in s.indexes {
-                guard let spec = try? IndexSpec(name: e.key, json: e.value), spec.dependsOnType(of: names) else { continue }
-                try tx.connection.execute("DROP INDEX IF EXISTS \(Naming.indexName(className, spec.name))")
-                try tx.connection.execute(Naming.indexDDL(className, spec, fields: s.fields))
-            }
+        for spec in s.indexesToRebuild(after: added) {
+            try tx.connection.execute("DROP INDEX IF EXISTS \(Naming.indexName(className, spec.name))")
+            try tx.connection.execute(Naming.indexDDL(className, spec, fields: s.fields))
         }
         try stage(s, in: tx)
         return s
@@ -136,13 +117,7 @@ public final class SchemaCatalog: Sendable {
     /// Throws 119 unless `identity` may perform `op` on `className`.
     public func checkCLP(_ op: ClassOperation, _ className: String, _ identity: Identity) throws(ParseError) {
         if identity.isMaster { return }
-        if ClassPermissions.masterOnlyClasses.contains(className) {
-            throw ParseError(.operationForbidden, "unauthorized: master key is required")
-        }
-        guard let s = schema(className) else { return }
-        guard ClassPermissions.allows(s.clp, op, identity) else {
-            throw ParseError(.operationForbidden, "Permission denied for action \(op.rawValue) on class \(className).")
-        }
+        try ClassPermissions.check(op, className, identity, schema: schema(className))
     }
 
     /// Replaces the class-level permissions of `className` (creating the class if needed).

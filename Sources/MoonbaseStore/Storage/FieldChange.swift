@@ -130,24 +130,17 @@ enum FieldChange {
 /// `Add` (append all), `AddUnique` (append those not present) or `Remove` (drop every equal
 /// element). A non-array current value → 111.
 let arrayOpFunction = SQLFunction(name: "mb_array_op", argumentCount: 3) { (args) throws(ParseError) -> SQLiteValue in
-    var current: [JSONValue] = []
+    var current: JSONValue?
     if case .text(let t) = args[0] {
-        guard case .array(let a) = try JSON.parse(t) else {
-            throw ParseError(.incorrectType, "array operator on a field that is not an array")
-        }
-        current = a
+        current = try JSON.parse(t)
+        if current?.arrayValue == nil { throw ParseError(.incorrectType, "array operator on a field that is not an array") }
     } else if args[0] != .null {
         throw ParseError(.incorrectType, "array operator on a field that is not an array")
     }
     guard case .text(let itemsText) = args[1], case .array(let items) = try JSON.parse(itemsText),
-          case .text(let op) = args[2] else {
+          case .text(let opName) = args[2] else {
         throw ParseError.internalError("mb_array_op: bad arguments")
     }
-    switch op {
-    case "Add": current.append(contentsOf: items)
-    case "AddUnique": for i in items where !current.contains(i) { current.append(i) }
-    case "Remove": current.removeAll { items.contains($0) }
-    default: throw ParseError.internalError("mb_array_op: unknown op \(op)")
-    }
-    return .text(JSONValue.array(current).jsonString)
+    guard let op = FieldChange.ArrayOp(rawValue: opName) else { throw ParseError.internalError("mb_array_op: unknown op \(opName)") }
+    return .text(try FieldChange.arrayResult(current, items, op).jsonString)
 }

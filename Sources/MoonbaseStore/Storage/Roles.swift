@@ -26,13 +26,7 @@ public enum Roles {
     /// never changes afterwards and stays unique.
     /// - Throws: 142 for a missing or malformed name or a missing ACL, 137 for a taken name.
     static func checkCreate(_ fields: JSONObject, acl: JSONValue?, in tx: WriteTransaction) throws(ParseError) {
-        guard let name = fields["name"]?.stringValue else { throw ParseError(.validationError, "A role must have a name.") }
-        guard isValidName(name) else {
-            throw ParseError(.validationError, "A role's name can only contain alphanumeric characters, _, - and spaces.")
-        }
-        var aclGiven = acl ?? fields["ACL"]
-        if aclGiven?.isNull == true { aclGiven = nil }
-        guard aclGiven != nil else { throw ParseError(.validationError, "A role must have an ACL.") }
+        let name = try validateCreate(fields, acl: acl)
         try tx.storeContext().catalog.ensureClass(className, in: tx)
         // Names are looked up on every role create; the index also makes them unique in SQLite.
         try tx.connection.execute(
@@ -40,6 +34,18 @@ public enum Roles {
         let taken = try tx.connection.scalar(
             "SELECT 1 FROM \(Naming.table(className)) WHERE json_extract(data,'$.name') = ? LIMIT 1", [.text(name)])
         if taken != nil { throw ParseError(.duplicateValue, "A role with the name \(name) already exists.") }
+    }
+
+    /// The backend-neutral part of `checkCreate`: a valid name and an ACL. - Returns: the name.
+    static func validateCreate(_ fields: JSONObject, acl: JSONValue?) throws(ParseError) -> String {
+        guard let name = fields["name"]?.stringValue else { throw ParseError(.validationError, "A role must have a name.") }
+        guard isValidName(name) else {
+            throw ParseError(.validationError, "A role's name can only contain alphanumeric characters, _, - and spaces.")
+        }
+        var aclGiven = acl ?? fields["ACL"]
+        if aclGiven?.isNull == true { aclGiven = nil }
+        guard aclGiven != nil else { throw ParseError(.validationError, "A role must have an ACL.") }
+        return name
     }
 
     static func checkUpdate(_ changes: JSONObject) throws(ParseError) {

@@ -23,45 +23,14 @@ extension WriteTransaction {
         try ctx.catalog.checkCLP(.create, className, identity)
         if className == Roles.className { try Roles.checkCreate(fields, acl: acl, in: self); ctx.roles.invalidate(after: self) }
 
-        var data = JSONObject()
-        data.entries.reserveCapacity(fields.count)
-        var types: [(String, FieldInfo)] = []
-        var aclValue = acl
-        var relations: [RelationChange] = []
-        for e in fields {
-            switch e.key {
-            case "objectId": throw ParseError(.invalidKeyName, "objectId is an invalid field name.")
-            case "createdAt", "updatedAt": continue
-            case "ACL": if acl == nil { aclValue = e.value }; continue
-            default: break
-            }
-            try TypedValues.checkFieldName(e.key, allowInternal: allowInternalFields)
-            guard data[e.key] == nil else { throw ParseError(.invalidJSON, "duplicate field: \(e.key)") }
-            let (change, info) = try FieldChange.parse(e.key, e.value)
-            if case .relation(var r) = change { r.removes = []; relations.append(r) }
-            guard let value = change.createValue else { continue }
-            data.entries.append(.init(e.key, value))
-            if let info { types.append((e.key, info)) }
-        }
-        if className == Roles.className { types += Roles.relationFields }
-        let schema = try ctx.catalog.ensureFields(className, types, identity: identity, in: self)
-        // Every Relation field of the class shows on each object as its marker, as in Parse.
-        for name in schema.fieldOrder where data[name] == nil {
-            if let f = schema.fields[name], f.type == .relation, let t = f.targetClass {
-                data.entries.append(.init(name, RelationChange.marker(t)))
-            }
-        }
-
+        var plan = try InsertPlan(className: className, fields: fields, acl: acl, allowInternalFields: allowInternalFields)
+        let schema = try ctx.catalog.ensureFields(className, plan.types, identity: identity, in: self)
+        plan.addRelationMarkers(schema)
         let objectId = Random.alphanumeric(10)
-        let aclObject: JSONObject?
-        switch aclValue {
-        case nil: aclObject = ACLs.defaultACL(className: className, objectId: objectId, identity: identity)
-        case .null?: aclObject = nil
-        case let v?: aclObject = try ACLs.validate(v)
-        }
+        let aclObject = try plan.resolvedACL(className: className, objectId: objectId, identity: identity)
         let (rperm, wperm) = ACLs.permColumns(aclObject)
         let aclBytes = aclObject.map { JSONValue.object($0).jsonBytes }
-        let dataBytes = JSONValue.object(data).jsonBytes
+        let dataBytes = JSONValue.object(plan.data).jsonBytes
         let now = ctx.clock.nowMillis()
         let sql = "INSERT INTO \(Naming.table(className))(objectId, createdAt, updatedAt, ACL, rperm, wperm, data) VALUES(?,?,?,?,?,?,?)"
         try connection.withStatement(sql) { (s) throws(ParseError) in
@@ -74,7 +43,7 @@ extension WriteTransaction {
             try s.bindText(utf8: dataBytes, at: 7)
             try s.step()
         }
-        try applyRelations(relations, owner: objectId, className: className)
+        try applyRelations(plan.relations, owner: objectId, className: className)
         let rid = connection.lastInsertRowid
         try feedInserted(className, rid: rid)
         return StoredObject(className: className, rid: rid, objectId: objectId, createdAt: now,

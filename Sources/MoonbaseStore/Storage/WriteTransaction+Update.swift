@@ -84,42 +84,11 @@ extension WriteTransaction {
     }
 }
 
-/// A validated update body: field changes (types recorded in the schema) and an optional new ACL.
-struct UpdatePlan {
-    var changes: [FieldChange] = []
-    var relations: [RelationChange] = []
-    var acl: JSONObject??
-
+extension UpdatePlan {
+    /// The plan of `changes`, with its new fields recorded in the schema inside `tx`.
     init(className: String, changes body: JSONObject, identity: Identity, allowInternalFields: Bool,
          in tx: WriteTransaction) throws(ParseError) {
-        var types: [(String, FieldInfo)] = []
-        var seen = Set<String>()
-        for e in body {
-            switch e.key {
-            case "objectId", "createdAt", "updatedAt": continue
-            case "ACL":
-                acl = e.value.isNull ? .some(nil) : .some(try ACLs.validate(e.value))
-                continue
-            default: break
-            }
-            guard seen.insert(e.key).inserted else { throw ParseError(.invalidJSON, "duplicate field: \(e.key)") }
-            if e.key.contains(".") {
-                // A nested key (`stats.views`): its top-level field is an Object; nested values
-                // are canonicalised but not typed.
-                guard Naming.isValidFieldPath(e.key) else { throw ParseError(.invalidKeyName, "invalid field name: \(e.key)") }
-                let root = String(e.key.prefix { $0 != "." })
-                try TypedValues.checkFieldName(root, allowInternal: false)
-                let (change, _) = try FieldChange.parse(e.key, e.value, nested: true)
-                changes.append(change)
-                types.append((root, FieldInfo(type: .object)))
-                continue
-            }
-            try TypedValues.checkFieldName(e.key, allowInternal: allowInternalFields)
-            let (change, info) = try FieldChange.parse(e.key, e.value)
-            changes.append(change)
-            if case .relation(let r) = change { relations.append(r) }
-            if let info { types.append((e.key, info)) }
-        }
+        self = try UpdatePlan(changes: body, allowInternalFields: allowInternalFields)
         try tx.storeContext().catalog.ensureFields(className, types, identity: identity, in: tx)
     }
 
