@@ -21,6 +21,7 @@ extension QueryCompiler {
             }
         }
         let ere = Self.translateQuotes(pattern)
+        if dialect == .postgres { return try pgRegex(field, ere, icase: icase) }
         var binds: [SQLiteValue] = [.text(ere)]
         if icase { binds.append(.text("i")) }
         let args = icase ? "?, value, ?" : "?, value"

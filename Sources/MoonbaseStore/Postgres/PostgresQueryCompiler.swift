@@ -1,0 +1,211 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbaseSQLite
+
+/// The PostgreSQL spelling of the query compiler's conditions (`SQLDialect.postgres`).
+///
+/// Values are compared as jsonb where the stored JSON type matters (numbers, booleans, strings in
+/// equality, objects and arrays): `data #> '{p}' = to_jsonb($1::numeric)` never matches a string
+/// row and never raises a cast error on one. Text comparisons (`$lt` on strings, Dates by their
+/// ISO text, Pointers by objectId) use `COLLATE "C"` so strings order by bytes as on SQLite.
+/// Binds are carried as `SQLiteValue` (`null/integer/real/text`) and mapped to `PGValue` when the
+/// statement runs; every placeholder carries an explicit cast, so the server never guesses types.
+extension QueryCompiler {
+    /// Placeholder marker in PostgreSQL text, replaced by `$1…$n` in order once the statement is
+    /// complete. A control character: validated names and SQL keywords never contain it, and
+    /// request values never reach the text.
+    public static let pgMark = "\u{1}"
+    static let m = pgMark
+
+    /// Operators not spelled for PostgreSQL yet (102 with a clear message instead of wrong SQL).
+    static let pgUnsupportedOperators: Set<String> = [
+        "$text", "$inQuery", "$notInQuery", "$select", "$dontSelect", "$geoIntersects", "$nearSphere", "$within", "$geoWithin",
+    ]
+
+    static func pgUnsupported(_ op: String) -> ParseError {
+        ParseError(.invalidQuery, "\(op) is not supported on the PostgreSQL store yet")
+    }
+
+    /// `data #> '{a,b}'`: the jsonb value at `path` (+ `sub`), SQL NULL when missing. Names are
+    /// validated identifiers, so the array literal needs no quoting.
+    static func pgJSON(_ path: String, _ sub: String? = nil) -> String {
+        "(data #> '{\(pgPath(path, sub))}')"
+    }
+
+    /// `data #>> '{a,b}'`: the value at `path` as text.
+    static func pgText(_ path: String, _ sub: String? = nil) -> String {
+        "(data #>> '{\(pgPath(path, sub))}')"
+    }
+
+    static func pgPath(_ path: String, _ sub: String?) -> String {
+        var p = ""
+        p.reserveCapacity(path.utf8.count + 12)
+        for c in path.unicodeScalars { p.unicodeScalars.append(c == "." ? "," : c) }
+        if let sub { p += "," + sub }
+        return p
+    }
+
+    static let pgTrue = Frag("TRUE"), pgFalse = Frag("FALSE")
+    static func pgIsTrue(_ f: Frag) -> Bool { f.sql == "TRUE" || f.sql == "1" }
+    static func pgIsFalse(_ f: Frag) -> Bool { f.sql == "FALSE" || f.sql == "0" }
+    /// The shared code's `alwaysTrue`/`alwaysFalse` (`1`/`0`) in PostgreSQL's spelling.
+    static func pgFinal(_ f: Frag) -> Frag {
+        if pgIsTrue(f) { return pgTrue }
+        if pgIsFalse(f) { return pgFalse }
+        return f
+    }
+
+    static func pgAnd(_ parts: [Frag]) -> Frag {
+        if parts.contains(where: pgIsFalse) { return pgFalse }
+        let kept = parts.filter { !pgIsTrue($0) }
+        if kept.isEmpty { return pgTrue }
+        if kept.count == 1 { return kept[0] }
+        return Frag("(" + kept.map { "(\($0.sql))" }.joined(separator: " AND ") + ")", kept.flatMap(\.binds))
+    }
+
+    static func pgOr(_ parts: [Frag]) -> Frag {
+        if parts.contains(where: pgIsTrue) { return pgTrue }
+        let kept = parts.filter { !pgIsFalse($0) }
+        if kept.isEmpty { return pgFalse }
+        if kept.count == 1 { return kept[0] }
+        return Frag("(" + kept.map { "(\($0.sql))" }.joined(separator: " OR ") + ")", kept.flatMap(\.binds))
+    }
+
+    /// A NULL (missing field) makes the positive test NULL; its negation must then match.
+    static func pgNot(_ f: Frag) -> Frag {
+        if pgIsTrue(f) { return pgFalse }
+        if pgIsFalse(f) { return pgTrue }
+        return Frag("NOT coalesce(\(f.sql),false)", f.binds)
+    }
+
+    /// `field == value` (`equality`'s rules: null matches missing; arrays contain scalars).
+    func pgEquality(_ field: FieldRef, _ raw: JSONValue, _ value: QueryValue) throws(ParseError) -> Frag {
+        let m = Self.m
+        if case .null = value {
+            guard field.kind == .json else { return Self.pgFalse }
+            let e = Self.pgJSON(field.path)
+            return Frag("(\(e) IS NULL OR \(e) = 'null'::jsonb)")
+        }
+        if isArray(field) {
+            if case .json(let text) = value, raw.arrayValue != nil {
+                return Frag("\(Self.pgJSON(field.path)) = \(m)::jsonb", [.text(text)])
+            }
+            return anyElement(field, try elementCondition(value, op: "="))
+        }
+        if field.declared == .geoPoint {
+            guard case .geoPoint(let lat, let lng) = value else {
+                throw ParseError(.incorrectType, "field \(field.path) is a GeoPoint and cannot be compared with a \(value.typeName)")
+            }
+            return Frag("(\(Self.pgJSON(field.path, "latitude")) = to_jsonb(\(m)::numeric) AND \(Self.pgJSON(field.path, "longitude")) = to_jsonb(\(m)::numeric))",
+                        [.real(lat), .real(lng)])
+        }
+        if case .json(let text) = value {
+            return Frag("\(Self.pgJSON(field.path)) = \(m)::jsonb", [.text(text)])
+        }
+        _ = try operand(field, value)  // the same type checks (111) as SQLite
+        return try pgCompare(field, value, op: "=")
+    }
+
+    /// `field op value` for a scalar-like value already checked by `operand`.
+    func pgCompare(_ field: FieldRef, _ value: QueryValue, op: String) throws(ParseError) -> Frag {
+        let m = Self.m
+        let collate = op == "=" ? "" : " COLLATE \"C\""
+        switch field.kind {
+        case .objectId:
+            switch value {
+            case .string(let s): return Frag("objectId\(collate) \(op) \(m)::text", [.text(s)])
+            case .pointer(_, let id): return Frag("objectId\(collate) \(op) \(m)::text", [.text(id)])
+            default: return Self.pgFalse
+            }
+        case .time:
+            let col = field.path
+            switch value {
+            case .date(let ms): return Frag("\(col) \(op) \(m)::bigint", [.integer(ms)])
+            case .string(let s): return Frag("\(col) \(op) \(m)::bigint", [.integer(ISO8601.parse(s) ?? 0)])
+            case .number(.integer(let n)): return Frag("\(col) \(op) \(m)::bigint", [.integer(n)])
+            case .number(let n): return Frag("\(col) \(op) \(m)::float8", [n])
+            default: return Self.pgFalse
+            }
+        case .json:
+            break
+        }
+        var v = value
+        if field.declared == .date, case .string(let s) = value, let ms = ISO8601.parse(s) { v = .date(ms) }
+        let p = field.path
+        switch v {
+        case .date(let ms): return Frag("\(Self.pgText(p, "iso"))\(collate) \(op) \(m)::text", [.text(ISO8601.format(millis: ms))])
+        case .pointer(_, let id): return Frag("\(Self.pgText(p, "objectId"))\(collate) \(op) \(m)::text", [.text(id)])
+        case .file(let name): return Frag("\(Self.pgText(p, "name"))\(collate) \(op) \(m)::text", [.text(name)])
+        case .number(let n):
+            let e = Self.pgJSON(p)
+            if op == "=" { return Frag("\(e) = to_jsonb(\(m)::numeric)", [n]) }
+            return Frag("(jsonb_typeof(\(e)) = 'number' AND \(e) \(op) to_jsonb(\(m)::numeric))", [n])
+        case .string(let s):
+            if op == "=" { return Frag("\(Self.pgJSON(p)) = to_jsonb(\(m)::text)", [.text(s)]) }
+            return Frag("(jsonb_typeof(\(Self.pgJSON(p))) = 'string' AND \(Self.pgText(p))\(collate) \(op) \(m)::text)", [.text(s)])
+        case .bool(let b): return Frag("\(Self.pgJSON(p)) \(op) to_jsonb(\(m)::boolean)", [.text(b ? "true" : "false")])
+        case .json(let text): return Frag("\(Self.pgJSON(p)) \(op) \(m)::jsonb", [.text(text)])
+        case .null, .geoPoint: return Self.pgFalse
+        }
+    }
+
+    /// One element `v` (jsonb) of an array field compared with `value` using `op`.
+    func pgElementCondition(_ value: QueryValue, op: String) throws(ParseError) -> Frag {
+        let m = Self.m
+        let collate = op == "=" ? "" : " COLLATE \"C\""
+        switch value {
+        case .pointer(_, let id): return Frag("(v ->> 'objectId')\(collate) \(op) \(m)::text", [.text(id)])
+        case .date(let ms): return Frag("(v ->> 'iso')\(collate) \(op) \(m)::text", [.text(ISO8601.format(millis: ms))])
+        case .file(let name): return Frag("(v ->> 'name')\(collate) \(op) \(m)::text", [.text(name)])
+        case .number(let n):
+            if op == "=" { return Frag("v = to_jsonb(\(m)::numeric)", [n]) }
+            return Frag("(jsonb_typeof(v) = 'number' AND v \(op) to_jsonb(\(m)::numeric))", [n])
+        case .string(let s):
+            if op == "=" { return Frag("v = to_jsonb(\(m)::text)", [.text(s)]) }
+            return Frag("(jsonb_typeof(v) = 'string' AND (v #>> '{}')\(collate) \(op) \(m)::text)", [.text(s)])
+        case .bool(let b):
+            guard op == "=" else { throw ParseError(.invalidQuery, "booleans only compare for equality") }
+            return Frag("v = to_jsonb(\(m)::boolean)", [.text(b ? "true" : "false")])
+        case .json(let text): return Frag("(jsonb_typeof(v) IN ('object','array') AND v \(op) \(m)::jsonb)", [.text(text)])
+        case .null: return Frag("v = 'null'::jsonb")
+        case .geoPoint(let lat, let lng):
+            return Frag("(v -> 'latitude' = to_jsonb(\(m)::numeric) AND v -> 'longitude' = to_jsonb(\(m)::numeric))", [.real(lat), .real(lng)])
+        }
+    }
+
+    /// The elements of an array field as rows `v` (none when the field is missing or not an
+    /// array: `jsonb_array_elements` raises on a scalar, and `AND` does not order evaluation).
+    static func pgElements(_ path: String) -> String {
+        let e = pgJSON(path)
+        return "jsonb_array_elements(CASE WHEN jsonb_typeof(\(e)) = 'array' THEN \(e) END) AS e(v)"
+    }
+
+    func pgAnyElement(_ field: FieldRef, _ cond: Frag) -> Frag {
+        Frag("EXISTS(SELECT 1 FROM \(Self.pgElements(field.path)) WHERE \(Self.pgFinal(cond).sql))", cond.binds)
+    }
+
+    func pgContainedBy(_ field: FieldRef, _ any: Frag) -> Frag {
+        Frag("(jsonb_typeof(\(Self.pgJSON(field.path))) = 'array' AND NOT EXISTS(SELECT 1 FROM \(Self.pgElements(field.path)) WHERE NOT coalesce(\(Self.pgFinal(any).sql),false)))",
+             any.binds)
+    }
+
+    /// `$regex` with PostgreSQL's `~`/`~*` (ARE: a superset of the POSIX ERE the SQLite store
+    /// uses; the shared subset is documented in docs/DECISIONS.md).
+    func pgRegex(_ field: FieldRef, _ pattern: String, icase: Bool) throws(ParseError) -> Frag {
+        let op = icase ? "~*" : "~"
+        if isArray(field) {
+            return anyElement(field, Frag("(jsonb_typeof(v) = 'string' AND (v #>> '{}') \(op) \(Self.m)::text)", [.text(pattern)]))
+        }
+        switch field.kind {
+        case .objectId: return Frag("objectId \(op) \(Self.m)::text", [.text(pattern)])
+        case .time: throw ParseError(.invalidQuery, "$regex needs a string field, not \(field.path)")
+        case .json:
+            switch field.declared {
+            case .string?, .object?, .array?, nil:
+                return Frag("(jsonb_typeof(\(Self.pgJSON(field.path))) = 'string' AND \(Self.pgText(field.path)) \(op) \(Self.m)::text)",
+                            [.text(pattern)])
+            default: throw ParseError(.invalidQuery, "$regex needs a string field; \(field.path) is a \(field.declared!.rawValue)")
+            }
+        }
+    }
+}
