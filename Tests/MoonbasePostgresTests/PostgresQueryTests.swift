@@ -53,8 +53,9 @@ extension PostgresSuite {
                                            afterFindApplies: nil).objects()
                 try PostgresLayout.ensureClassTable(className, pool: pg.pool)
                 try pg.pool.withConnection { (c) throws(ParseError) in
-                    _ = try c.execute("INSERT INTO _mb_schema(className, fields) VALUES ($1, $2)",
-                                      [.text(className), .text(JSON.encodeString(.object(schema.fieldsJSON)))])
+                    _ = try c.execute("INSERT INTO _mb_schema(className, fields, indexes) VALUES ($1, $2, $3)",
+                                      [.text(className), .text(JSON.encodeString(.object(schema.fieldsJSON))),
+                                       .text(JSON.encodeString(.object(schema.indexes)))])
                     for o in rows {
                         var data = o
                         for k in ["objectId", "createdAt", "updatedAt", "ACL"] { _ = data.removeValue(forKey: k) }
@@ -258,6 +259,47 @@ extension PostgresSuite {
                                   identity: .anonymous, afterFind: nil, afterFindApplies: nil).objects()
             #expect(r.map { $0["owner"]?["__type"]?.stringValue } == ["Object", "Pointer", "Pointer"])
             #expect(r[0]["owner"]?["boss"]?["name"]?.stringValue == "Boss")
+        }
+
+        @Test func textSearchSelectsTheSameObjectsAsSQLite() throws {
+            let p = try Pair()
+            try p.sqlite.setIndexes("Post", ["words": ["title": "text", "body": "text"]])
+            try p.add("a", #"{"title":"Alpha release notes","body":"first steps"}"#)
+            try p.add("b", #"{"title":"beta","body":"Second STEP, alphabet soup"}"#)
+            try p.add("c", #"{"title":"gamma-ray burst","body":null}"#)
+            try p.add("d", #"{"title":"Other","body":"nothing here"}"#, acl: #"{"u1":{"read":true}}"#)
+            try p.copy()
+            // The tsvector expression is index-legal (IMMUTABLE): the document side builds text
+            // indexes on exactly this expression.
+            try p.pg.pool.withConnection { (c) throws(ParseError) in
+                try c.executeScript("CREATE INDEX post_words ON \"Post\" USING gin (\(QueryCompiler.pgTextVector(["title", "body"])))")
+            }
+            let terms = [
+                (#"{"$term":"alp"}"#, ["a", "b"]), (#"{"$term":"step"}"#, ["a", "b"]), (#"{"$term":"ray"}"#, ["c"]),
+                (#"{"$term":"gamma burst"}"#, ["c"]), (#"{"$term":"ALPHA"}"#, ["a", "b"]), (#"{"$term":"zzz"}"#, []),
+                (#"{"$term":"Alpha","$caseSensitive":true}"#, ["a"]), (#"{"$term":"alpha","$caseSensitive":true}"#, []), (#"{"$term":"here"}"#, ["d"]),
+            ]
+            for (search, expected) in terms {
+                let w = #"{"title":{"$text":{"$search":\#(search)}}}"#
+                for id in Self.identities {
+                    var q = FindQuery(className: "Post", where: try JSON.parse(w), count: true)
+                    q.order = [SortKey(field: "$score", descending: false)]
+                    let a = try p.sqlite.find(q, identity: id, afterFind: nil, afterFindApplies: nil)
+                    let b = try p.pg.find(q, identity: id, afterFind: nil, afterFindApplies: nil)
+                    #expect(try Self.names(a, p).sorted() == Self.names(b, p).sorted(), "\(w) as \(id)")
+                    #expect(a.count == b.count)
+                }
+                let all = try p.pg.find(FindQuery(className: "Post", where: try JSON.parse(w)), identity: .master, afterFind: nil, afterFindApplies: nil)
+                #expect(try Self.names(all, p).sorted() == expected, "\(w)")
+            }
+            for bad in [#"{"likes":{"$text":{"$search":{"$term":"a"}}}}"#, #"{"title":{"$text":{"$search":{"$term":" -- "}}}}"#,
+                        #"{"title":{"$text":{"$search":{"$term":"a","$x":1}}}}"#] {
+                let q = FindQuery(className: "Post", where: try JSON.parse(bad))
+                switch (Self.find(p.sqlite, q, .master), Self.find(p.pg, q, .master)) {
+                case (.failure(let a), .failure(let b)): #expect(a.code == b.code, "\(bad)")
+                case (let s, let g): Issue.record("\(bad): SQLite \(s) vs PostgreSQL \(g)")
+                }
+            }
         }
 
         @Test func writableIdsAreTheObjectsSQLiteDeletes() throws {

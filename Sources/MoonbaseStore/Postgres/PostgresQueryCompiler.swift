@@ -19,7 +19,7 @@ extension QueryCompiler {
 
     /// Operators not spelled for PostgreSQL yet (102 with a clear message instead of wrong SQL).
     static let pgUnsupportedOperators: Set<String> = [
-        "$text", "$inQuery", "$notInQuery", "$select", "$dontSelect", "$geoIntersects", "$nearSphere", "$within", "$geoWithin",
+        "$inQuery", "$notInQuery", "$select", "$dontSelect", "$geoIntersects", "$nearSphere", "$within", "$geoWithin",
     ]
 
     static func pgUnsupported(_ op: String) -> ParseError {
@@ -187,6 +187,31 @@ extension QueryCompiler {
     func pgContainedBy(_ field: FieldRef, _ any: Frag) -> Frag {
         Frag("(jsonb_typeof(\(Self.pgJSON(field.path))) = 'array' AND NOT EXISTS(SELECT 1 FROM \(Self.pgElements(field.path)) WHERE NOT coalesce(\(Self.pgFinal(any).sql),false)))",
              any.binds)
+    }
+
+    /// The `tsvector` of a text index over `fields` (their texts joined by spaces, `simple`
+    /// configuration: lower-cased words, no stemming, no stop words). A text index on PostgreSQL
+    /// is a GIN index on exactly this expression, so `$text` queries can use it.
+    public static func pgTextVector(_ fields: [String]) -> String {
+        "to_tsvector('simple'::regconfig, " + fields.map { "coalesce(\(pgText($0)), '')" }.joined(separator: " || ' ' || ") + ")"
+    }
+
+    /// `$text` on PostgreSQL: every word of the term as a prefix (`word:*`) in the index's
+    /// tsvector. `words` are runs of letters and digits only, so the tsquery text has no
+    /// operators but the ones written here; it is bound, never spliced. Records the filter for
+    /// `order=$score` (`TextFilter.ftsTable` holds the tsvector expression here).
+    func pgTextSearch(_ field: FieldRef, indexFields: [String], words: [String], caseSensitive: Bool, state: State) -> Frag {
+        let vector = Self.pgTextVector(indexFields)
+        let query = words.map { $0 + ":*" }.joined(separator: " & ")
+        state.text = TextFilter(ftsTable: vector, match: query)
+        var f = Frag("\(vector) @@ to_tsquery('simple'::regconfig, \(Self.m)::text)", [.text(query)])
+        if caseSensitive {
+            for w in words {
+                f.sql += " AND strpos(\(Self.pgText(field.path)), \(Self.m)::text) > 0"
+                f.binds.append(.text(w))
+            }
+        }
+        return f
     }
 
     /// `$regex` with PostgreSQL's `~`/`~*` (ARE: a superset of the POSIX ERE the SQLite store

@@ -10,7 +10,7 @@ import MoonbaseSQLite
 /// ACL read filter (`rperm && $n::text[]`), pointer permissions, order, limit and skip, and the
 /// row to Parse JSON step (hidden fields removed by the shared `ProtectedFields` rule).
 ///
-/// Differences from SQLite, for now: `$text`, geo operators and inner queries
+/// Differences from SQLite, for now: geo operators and inner queries
 /// (`$inQuery`, `$select`, `$relatedTo`) answer 102 "not supported on the PostgreSQL store yet";
 /// results without `order` come in the server's order (not insertion order); a field's values of
 /// mixed JSON types sort in jsonb's type order.
@@ -33,18 +33,22 @@ extension PostgresStore {
                 _ = try PostgresQuery.compiler(QuerySchema(className: q.className, fields: [:])).compile(q.whereClause)
                 return FindResult(results: Array("[]".utf8), resultCount: 0, count: q.count ? 0 : nil)
             }
-            let w = try PostgresQuery.filter(schema, q.whereClause, q.operation, identity)
+            let (w, text) = try PostgresQuery.filter(schema, q.whereClause, q.operation, identity)
             let table = Naming.table(q.className)
             var count: Int?
             if q.count {
                 count = try PostgresQuery.count(table, w, on: conn)
             }
-            let order = try PostgresQuery.orderBy(q.order, schema: schema.querySchema)
+            let order = try PostgresQuery.orderBy(q.order, schema: schema.querySchema, text: text)
             if q.limit == 0 { return FindResult(results: Array("[]".utf8), resultCount: 0, count: count) }
             var sql = "SELECT t.objectId, t.createdAt, t.updatedAt, t.acl, t.data FROM \(table) t WHERE \(w.sql)"
-            if let order { sql += " ORDER BY " + order }
+            var binds = w.binds
+            if let order {
+                sql += " ORDER BY " + order.sql
+                binds += order.binds
+            }
             sql += " LIMIT \(QueryCompiler.pgMark)::bigint OFFSET \(QueryCompiler.pgMark)::bigint"
-            let res = try PostgresQuery.run(sql, w.binds + [.integer(Int64(q.limit)), .integer(Int64(q.skip))], on: conn)
+            let res = try PostgresQuery.run(sql, binds + [.integer(Int64(q.limit)), .integer(Int64(q.skip))], on: conn)
             var objects: [JSONObject] = []
             objects.reserveCapacity(res.rows.count)
             for row in res.rows { objects.append(try PostgresQuery.object(row, className: q.className, identity: identity)) }
@@ -76,7 +80,7 @@ extension PostgresStore {
         guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         return try pool.withConnection { (conn) throws(ParseError) -> Int in
             guard let schema = try PostgresQuery.classSchema(className, on: conn) else { return 0 }
-            let f = try PostgresQuery.filter(schema, w, .count, identity)
+            let (f, _) = try PostgresQuery.filter(schema, w, .count, identity)
             return try PostgresQuery.count(Naming.table(className), f, on: conn)
         }
     }
@@ -88,7 +92,7 @@ extension PostgresStore {
         guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         return try pool.withConnection { (conn) throws(ParseError) -> [JSONValue] in
             guard let schema = try PostgresQuery.classSchema(className, on: conn) else { return [] }
-            let f = try PostgresQuery.filter(schema, w, .find, identity)
+            let (f, _) = try PostgresQuery.filter(schema, w, .find, identity)
             let ref = try FieldRef(path: field, schema: schema.querySchema)
             let table = Naming.table(className)
             let sql: String
@@ -141,14 +145,14 @@ enum PostgresQuery {
 
     /// The compiled `where` AND the read filter of `identity` (ACL and pointer permissions).
     static func filter(_ schema: ClassSchema, _ whereClause: JSONValue?, _ op: ClassOperation,
-                       _ identity: Identity) throws(ParseError) -> QueryCompiler.Frag {
+                       _ identity: Identity) throws(ParseError) -> (QueryCompiler.Frag, TextFilter?) {
         let c = try compiler(schema.querySchema).compile(whereClause)
         var parts = [QueryCompiler.Frag(c.sql, c.binds)]
         if let acl = aclFilter(identity) { parts.append(acl) }
         if case .pointerFields(let fields) = ClassPermissions.access(schema.clp, op, identity), let uid = identity.userId {
             parts.append(pointerCondition(fields, userId: uid))
         }
-        return QueryCompiler.pgFinal(QueryCompiler.pgAnd(parts))
+        return (QueryCompiler.pgFinal(QueryCompiler.pgAnd(parts)), c.text)
     }
 
     /// Public rows, or rows whose readers include `*`, the user or one of its roles: one overlap
@@ -190,14 +194,19 @@ enum PostgresQuery {
     /// `ORDER BY` terms, or nil. Text keys sort by bytes (`COLLATE "C"`); missing values sort
     /// first ascending and last descending, as SQLite's NULLs do. Ties on a time key are broken
     /// by objectId so pages are deterministic.
-    static func orderBy(_ order: [SortKey], schema: QuerySchema) throws(ParseError) -> String? {
+    static func orderBy(_ order: [SortKey], schema: QuerySchema, text: TextFilter?) throws(ParseError) -> QueryCompiler.Frag? {
         var terms: [String] = []
+        var binds: [SQLiteValue] = []
         for key in order {
             let dir = key.descending ? " DESC NULLS LAST" : " NULLS FIRST"
             switch key.field {
             case "objectId": terms.append("t.objectId COLLATE \"C\"" + (key.descending ? " DESC" : ""))
             case "createdAt", "updatedAt": terms.append("t.\(key.field)" + (key.descending ? " DESC" : ""))
-            case "$score": throw QueryCompiler.pgUnsupported("order by $score")
+            case "$score":
+                // Best match first, as SQLite's bm25 (lower is better) sorts ascending.
+                guard let text else { throw ParseError(.invalidQuery, "order by $score needs a $text constraint") }
+                terms.append("-ts_rank(\(text.ftsTable), to_tsquery('simple'::regconfig, \(QueryCompiler.pgMark)::text))" + (key.descending ? " DESC" : ""))
+                binds.append(.text(text.match))
             default:
                 let type = key.field.contains(".") ? nil : schema.fields[key.field]?.type
                 switch type {
@@ -214,7 +223,7 @@ enum PostgresQuery {
         if let last = order.last, last.field == "createdAt" || last.field == "updatedAt" {
             terms.append("t.objectId COLLATE \"C\"" + (last.descending ? " DESC" : ""))
         }
-        return terms.joined(separator: ", ")
+        return QueryCompiler.Frag(terms.joined(separator: ", "), binds)
     }
 
     /// The objects of `className` among `ids` that `identity` may `get` (class permission, ACL,
@@ -224,7 +233,7 @@ enum PostgresQuery {
         if !identity.isMaster && ClassPermissions.masterOnlyClasses.contains(className) { return [] }
         guard let schema = try classSchema(className, on: conn) else { return [] }
         guard identity.isMaster || ClassPermissions.allows(schema.clp, .get, identity) else { return [] }
-        let f = try filter(schema, nil, .get, identity)
+        let (f, _) = try filter(schema, nil, .get, identity)
         var out: [JSONObject] = []
         var start = 0
         while start < ids.count {
