@@ -302,6 +302,56 @@ extension PostgresSuite {
             }
         }
 
+        @Test func geoQueriesSelectTheSameObjectsAsSQLite() throws {
+            let p = try Pair()
+            let points: [(String, Double, Double, String)] = [
+                ("p0", 40.0, -74.0, "a"), ("p1", 40.05, -74.05, "b"), ("p2", 40.5, -73.5, "a"), ("p3", 41.0, -74.0, "a"),
+                ("p4", 0.0, 179.9, "b"), ("p5", 0.1, -179.9, "a"), ("p6", -33.9, 151.2, "b"), ("p7", 89.9, 10, "a"),
+            ]
+            for (n, lat, lng, cat) in points {
+                try p.add(n, #"{"name":"\#(n)","cat":"\#(cat)","loc":{"__type":"GeoPoint","latitude":\#(lat),"longitude":\#(lng)}}"#, className: "Place")
+            }
+            try p.add("p8", #"{"name":"p8","cat":"a"}"#, className: "Place")
+            try p.copy("Place")
+            func gp(_ lat: Double, _ lng: Double) -> String { #"{"__type":"GeoPoint","latitude":\#(lat),"longitude":\#(lng)}"# }
+            // (where, expected names in order for nearest-first queries, else sorted)
+            let cases: [(String, [String], Bool)] = [
+                (#"{"loc":{"$within":{"$box":[\#(gp(39.9, -74.1)),\#(gp(40.1, -73.9))]}}}"#, ["p0", "p1"], false),
+                (#"{"loc":{"$geoWithin":{"$box":[\#(gp(39.9, -74.1)),\#(gp(40.6, -73.4))]}},"cat":"a"}"#, ["p0", "p2"], false),
+                (#"{"loc":{"$within":{"$box":[\#(gp(-1, 179)),\#(gp(1, -179))]}}}"#, ["p4", "p5"], false),
+                (#"{"loc":{"$geoWithin":{"$centerSphere":[[-74.0,40.0],0.0125]}}}"#, ["p0", "p1", "p2"], false),
+                (#"{"loc":{"$geoWithin":{"$centerSphere":[\#(gp(40, -74)),0.005]}}}"#, ["p0", "p1"], false),
+                (#"{"loc":{"$nearSphere":\#(gp(40, -74)),"$maxDistanceInKilometers":100}}"#, ["p0", "p1", "p2"], true),
+                (#"{"loc":{"$nearSphere":\#(gp(40.6, -73.4)),"$maxDistanceInMiles":200}}"#, ["p2", "p3", "p1", "p0"], true),
+                (#"{"loc":{"$nearSphere":\#(gp(0, 180)),"$maxDistanceInRadians":0.01}}"#, ["p4", "p5"], true),
+                (#"{"loc":{"$nearSphere":\#(gp(89, 0)),"$maxDistance":0.05}}"#, ["p7"], true),
+                (#"{"loc":{"$nearSphere":\#(gp(-30, 150))},"cat":"b"}"#, ["p6", "p4", "p1"], true),
+                (#"{"$or":[{"loc":{"$geoWithin":{"$centerSphere":[[151.2,-33.9],0.001]}}},{"name":"p8"}]}"#, ["p6", "p8"], false),
+            ]
+            let byId = { (r: FindResult) throws -> [String] in try r.objects().map { $0["name"]?.stringValue ?? "?" } }
+            for (w, expected, ordered) in cases {
+                for id in [Identity.master, .anonymous] {
+                    let q = FindQuery(className: "Place", where: try JSON.parse(w), count: true)
+                    let a = try byId(try p.sqlite.find(q, identity: id, afterFind: nil, afterFindApplies: nil))
+                    let b = try byId(try p.pg.find(q, identity: id, afterFind: nil, afterFindApplies: nil))
+                    #expect(ordered ? a == b : a.sorted() == b.sorted(), "\(w) as \(id)")
+                    #expect((ordered ? b : b.sorted()) == expected, "\(w)")
+                }
+            }
+            // An explicit order wins over nearest-first; limit and skip apply after it.
+            var q = FindQuery(className: "Place", where: try JSON.parse(#"{"loc":{"$nearSphere":\#(gp(40, -74))}}"#), limit: 3, skip: 1)
+            q.order = [SortKey(field: "name", descending: true)]
+            #expect(try byId(p.pg.find(q, identity: .master, afterFind: nil, afterFindApplies: nil)) == ["p6", "p5", "p4"])
+            for bad in [#"{"loc":{"$within":{"$box":[1]}}}"#, #"{"loc":{"$maxDistance":1}}"#, #"{"name":{"$nearSphere":\#(gp(0, 0))}}"#,
+                        #"{"loc":{"$nearSphere":\#(gp(0, 0))},"$or":[{"loc":{"$nearSphere":\#(gp(1, 1))}}]}"#] {
+                let q = FindQuery(className: "Place", where: try JSON.parse(bad))
+                switch (Self.find(p.sqlite, q, .master), Self.find(p.pg, q, .master)) {
+                case (.failure(let a), .failure(let b)): #expect(a.code == b.code, "\(bad)")
+                case (let s, let g): Issue.record("\(bad): SQLite \(s) vs PostgreSQL \(g)")
+                }
+            }
+        }
+
         @Test func writableIdsAreTheObjectsSQLiteDeletes() throws {
             let p = try Self.fixture()
             func writable(_ w: String, _ id: Identity) throws -> [String] {

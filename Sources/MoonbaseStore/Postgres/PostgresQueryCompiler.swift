@@ -19,7 +19,7 @@ extension QueryCompiler {
 
     /// Operators not spelled for PostgreSQL yet (102 with a clear message instead of wrong SQL).
     static let pgUnsupportedOperators: Set<String> = [
-        "$inQuery", "$notInQuery", "$select", "$dontSelect", "$geoIntersects", "$nearSphere", "$within", "$geoWithin",
+        "$inQuery", "$notInQuery", "$select", "$dontSelect", "$geoIntersects",
     ]
 
     static func pgUnsupported(_ op: String) -> ParseError {
@@ -212,6 +212,40 @@ extension QueryCompiler {
             }
         }
         return f
+    }
+
+    /// The latitude and longitude of a GeoPoint field as `float8` (NULL when missing).
+    static func pgLatLng(_ path: String) -> (lat: String, lng: String) {
+        ("(\(pgText(path, "latitude")))::float8", "(\(pgText(path, "longitude")))::float8")
+    }
+
+    /// Great-circle distance in radians between the stored point and a bound centre (haversine,
+    /// the formula of SQLite's `geo_distance`). Binds: centre latitude twice, then centre
+    /// longitude (degrees).
+    static func pgDistance(_ path: String) -> String {
+        let (lat, lng) = pgLatLng(path)
+        return "(2 * asin(least(1.0, sqrt(power(sin(radians(\(lat) - \(m)::float8) / 2), 2) + cos(radians(\(lat))) * cos(radians(\(m)::float8)) "
+            + "* power(sin(radians(\(lng) - \(m)::float8) / 2), 2)))))"
+    }
+
+    /// `$nearSphere`, `$within`, `$geoWithin` on PostgreSQL from the shared filter: a box is its
+    /// own exact test; a cap is its bounding boxes AND the haversine distance. The boxes are
+    /// spelled on the stored coordinates, so a B-tree index on the latitude expression applies.
+    /// The top-level filter is recorded for nearest-first order.
+    func pgGeo(_ g: GeoFilter, op: String, isPolygon: Bool, depth: Int, state: State) throws(ParseError) -> Frag {
+        if isPolygon { throw Self.pgUnsupported("$geoWithin $polygon") }
+        let (lat, lng) = Self.pgLatLng(g.field)
+        if depth == 0, state.geo == nil { state.geo = g }
+        var boxes: [Frag] = []
+        for b in g.boxes where !(b.south <= -90 && b.north >= 90 && b.west <= -180 && b.east >= 180) {
+            boxes.append(Frag("(\(lat) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8 AND \(lng) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8)",
+                              [.real(b.south), .real(b.north), .real(b.west), .real(b.east)]))
+        }
+        var parts: [Frag] = [boxes.isEmpty ? Frag("\(lat) IS NOT NULL") : Self.pgOr(boxes)]
+        if g.exactSQL.hasPrefix("geo_distance"), g.exactBinds.count == 3 {
+            parts.append(Frag("\(Self.pgDistance(g.field)) <= \(Self.m)::float8", [g.exactBinds[0], g.exactBinds[0], g.exactBinds[1], g.exactBinds[2]]))
+        }
+        return Self.pgAnd(parts)
     }
 
     /// `$regex` with PostgreSQL's `~`/`~*` (ARE: a superset of the POSIX ERE the SQLite store

@@ -10,7 +10,7 @@ import MoonbaseSQLite
 /// ACL read filter (`rperm && $n::text[]`), pointer permissions, order, limit and skip, and the
 /// row to Parse JSON step (hidden fields removed by the shared `ProtectedFields` rule).
 ///
-/// Differences from SQLite, for now: geo operators and inner queries
+/// Differences from SQLite, for now: `$geoIntersects`, `$geoWithin` `$polygon` and inner queries
 /// (`$inQuery`, `$select`, `$relatedTo`) answer 102 "not supported on the PostgreSQL store yet";
 /// results without `order` come in the server's order (not insertion order); a field's values of
 /// mixed JSON types sort in jsonb's type order.
@@ -33,13 +33,13 @@ extension PostgresStore {
                 _ = try PostgresQuery.compiler(QuerySchema(className: q.className, fields: [:])).compile(q.whereClause)
                 return FindResult(results: Array("[]".utf8), resultCount: 0, count: q.count ? 0 : nil)
             }
-            let (w, text) = try PostgresQuery.filter(schema, q.whereClause, q.operation, identity)
+            let (w, compiled) = try PostgresQuery.filter(schema, q.whereClause, q.operation, identity)
             let table = Naming.table(q.className)
             var count: Int?
             if q.count {
                 count = try PostgresQuery.count(table, w, on: conn)
             }
-            let order = try PostgresQuery.orderBy(q.order, schema: schema.querySchema, text: text)
+            let order = try PostgresQuery.orderBy(q.order, schema: schema.querySchema, compiled: compiled)
             if q.limit == 0 { return FindResult(results: Array("[]".utf8), resultCount: 0, count: count) }
             var sql = "SELECT t.objectId, t.createdAt, t.updatedAt, t.acl, t.data FROM \(table) t WHERE \(w.sql)"
             var binds = w.binds
@@ -145,14 +145,14 @@ enum PostgresQuery {
 
     /// The compiled `where` AND the read filter of `identity` (ACL and pointer permissions).
     static func filter(_ schema: ClassSchema, _ whereClause: JSONValue?, _ op: ClassOperation,
-                       _ identity: Identity) throws(ParseError) -> (QueryCompiler.Frag, TextFilter?) {
+                       _ identity: Identity) throws(ParseError) -> (QueryCompiler.Frag, CompiledWhere) {
         let c = try compiler(schema.querySchema).compile(whereClause)
         var parts = [QueryCompiler.Frag(c.sql, c.binds)]
         if let acl = aclFilter(identity) { parts.append(acl) }
         if case .pointerFields(let fields) = ClassPermissions.access(schema.clp, op, identity), let uid = identity.userId {
             parts.append(pointerCondition(fields, userId: uid))
         }
-        return (QueryCompiler.pgFinal(QueryCompiler.pgAnd(parts)), c.text)
+        return (QueryCompiler.pgFinal(QueryCompiler.pgAnd(parts)), c)
     }
 
     /// Public rows, or rows whose readers include `*`, the user or one of its roles: one overlap
@@ -194,7 +194,7 @@ enum PostgresQuery {
     /// `ORDER BY` terms, or nil. Text keys sort by bytes (`COLLATE "C"`); missing values sort
     /// first ascending and last descending, as SQLite's NULLs do. Ties on a time key are broken
     /// by objectId so pages are deterministic.
-    static func orderBy(_ order: [SortKey], schema: QuerySchema, text: TextFilter?) throws(ParseError) -> QueryCompiler.Frag? {
+    static func orderBy(_ order: [SortKey], schema: QuerySchema, compiled: CompiledWhere) throws(ParseError) -> QueryCompiler.Frag? {
         var terms: [String] = []
         var binds: [SQLiteValue] = []
         for key in order {
@@ -204,7 +204,7 @@ enum PostgresQuery {
             case "createdAt", "updatedAt": terms.append("t.\(key.field)" + (key.descending ? " DESC" : ""))
             case "$score":
                 // Best match first, as SQLite's bm25 (lower is better) sorts ascending.
-                guard let text else { throw ParseError(.invalidQuery, "order by $score needs a $text constraint") }
+                guard let text = compiled.text else { throw ParseError(.invalidQuery, "order by $score needs a $text constraint") }
                 terms.append("-ts_rank(\(text.ftsTable), to_tsquery('simple'::regconfig, \(QueryCompiler.pgMark)::text))" + (key.descending ? " DESC" : ""))
                 binds.append(.text(text.match))
             default:
@@ -218,6 +218,11 @@ enum PostgresQuery {
                 default: terms.append(QueryCompiler.pgJSON(key.field) + dir)
                 }
             }
+        }
+        // `$nearSphere` sorts nearest first unless `order` is given.
+        if order.isEmpty, let geo = compiled.geo, let c = geo.center {
+            terms.append(QueryCompiler.pgDistance(geo.field))
+            binds += [.real(c.latitude), .real(c.latitude), .real(c.longitude)]
         }
         guard !terms.isEmpty else { return nil }
         if let last = order.last, last.field == "createdAt" || last.field == "updatedAt" {

@@ -112,6 +112,7 @@ extension QueryCompiler {
         // A polygon's bounding box is no area of its own: the planner's box shortcuts (cells or
         // R*Tree coordinates inside the box count as matches) do not hold, so it stays generic.
         let isPolygon = filter.exactSQL.hasPrefix("mb_polygon_contains")
+        if dialect == .postgres { return try pgGeo(filter, op: op, isPolygon: isPolygon, depth: depth, state: state) }
         if depth == 0, state.geo == nil, !isPolygon {
             var circle: (lat: Double, lng: Double, r: Double)?
             if filter.exactSQL.hasPrefix("geo_distance"), case .real(let la) = filter.exactBinds[0],

@@ -73,7 +73,7 @@ public struct QueryCompiler: Sendable {
             parts.append(f)
         }
         let all = conjoin(parts)
-        if dialect == .postgres { return CompiledWhere(sql: Self.pgFinal(all).sql, binds: all.binds, text: state.text) }
+        if dialect == .postgres { return CompiledWhere(sql: Self.pgFinal(all).sql, binds: all.binds, geo: state.geo, text: state.text) }
         guard let gi = geoIndex, let geo = state.geo else {
             return CompiledWhere(sql: all.sql, binds: all.binds, text: state.text)
         }
