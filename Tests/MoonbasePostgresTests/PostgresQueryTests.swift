@@ -352,6 +352,65 @@ extension PostgresSuite {
             }
         }
 
+        @Test func innerQueriesSelectTheSameObjectsAsSQLite() throws {
+            let p = try Pair()
+            try p.add("ann", #"{"name":"Ann","city":"Oslo","born":{"__type":"Date","iso":"1990-01-01T00:00:00.000Z"}}"#, className: "Person")
+            try p.add("bob", #"{"name":"Bob","city":"Rome"}"#, acl: #"{"u1":{"read":true}}"#, className: "Person")
+            try p.add("cid", #"{"name":"Cid","city":"Oslo"}"#, className: "Person")
+            let person = { (n: String) in #"{"__type":"Pointer","className":"Person","objectId":"@\#(n)@"}"# }
+            try p.add("i1", #"{"title":"Oslo","owner":\#(person("ann")),"owners":[\#(person("ann")),"x"]}"#)
+            try p.add("i2", #"{"title":"Rome","owner":\#(person("bob")),"owners":[\#(person("bob")),\#(person("cid"))]}"#)
+            try p.add("i3", #"{"title":"Paris","owner":\#(person("cid"))}"#)
+            try p.add("i4", #"{"title":"Bob"}"#)
+            // A Relation from i1 to Ann and Cid.
+            _ = try p.sqlite.update("Post", objectId: p.ids["i1"]!, changes: try JSON.parse(
+                #"{"likes":{"__op":"AddRelation","objects":[\#(person("ann").replacingOccurrences(of: "@ann@", with: p.ids["ann"]!)),\#(person("cid").replacingOccurrences(of: "@cid@", with: p.ids["cid"]!))]}}"#).objectValue!,
+                identity: .master)
+            try p.copy("Person")
+            try p.copy("Post")
+            // The join table in the SQLite layout's form (the document side makes it on PostgreSQL).
+            try p.pg.pool.withConnection { (c) throws(ParseError) in
+                let j = Naming.joinTable("Post", "likes")
+                try c.executeScript("CREATE TABLE \(j)(owningId text NOT NULL, relatedId text NOT NULL, PRIMARY KEY(owningId, relatedId))")
+                for r in ["ann", "cid"] {
+                    _ = try c.execute("INSERT INTO \(j)(owningId, relatedId) VALUES ($1, $2)", [.text(p.ids["i1"]!), .text(p.ids[r]!)])
+                }
+            }
+            let i1 = #"{"__type":"Pointer","className":"Post","objectId":"\#(p.ids["i1"]!)"}"#
+            let cases: [(String, String, [String])] = [
+                ("Post", #"{"owner":{"$inQuery":{"className":"Person","where":{"city":"Oslo"}}}}"#, ["i1", "i3"]),
+                ("Post", #"{"owner":{"$notInQuery":{"className":"Person","where":{"city":"Oslo"}}}}"#, ["i2", "i4"]),
+                ("Post", #"{"owner":{"$inQuery":{"className":"Person","where":{"name":"Bob"}}}}"#, ["i2"]),
+                ("Post", #"{"owners":{"$inQuery":{"className":"Person","where":{"name":{"$in":["Cid","Ann"]}}}}}"#, ["i1", "i2"]),
+                ("Post", #"{"title":{"$select":{"query":{"className":"Person","where":{}},"key":"city"}}}"#, ["i1", "i2"]),
+                ("Post", #"{"title":{"$dontSelect":{"query":{"className":"Person","where":{}},"key":"name"}}}"#, ["i1", "i2", "i3"]),
+                ("Post", #"{"owner":{"$select":{"query":{"className":"Person","where":{"city":"Rome"}},"key":"objectId"}}}"#, ["i2"]),
+                ("Post", #"{"owner":{"$inQuery":{"className":"Nope","where":{}}}}"#, []),
+                ("Person", #"{"$relatedTo":{"object":\#(i1),"key":"likes"}}"#, ["ann", "cid"]),
+                ("Person", #"{"$relatedTo":{"object":\#(i1),"key":"likes"},"city":"Oslo","name":{"$ne":"Ann"}}"#, ["cid"]),
+                ("Person", #"{"born":{"$select":{"query":{"className":"Person","where":{"name":"Ann"}},"key":"born"}}}"#, ["ann"]),
+            ]
+            let byId = Dictionary(uniqueKeysWithValues: p.ids.map { ($1, $0) })
+            for (cls, w, expected) in cases {
+                for id in Self.identities {
+                    let q = FindQuery(className: cls, where: try JSON.parse(w))
+                    let a = try p.sqlite.find(q, identity: id, afterFind: nil, afterFindApplies: nil).objects().map { byId[$0["objectId"]?.stringValue ?? ""] ?? "?" }
+                    let b = try p.pg.find(q, identity: id, afterFind: nil, afterFindApplies: nil).objects().map { byId[$0["objectId"]?.stringValue ?? ""] ?? "?" }
+                    #expect(a.sorted() == b.sorted(), "\(cls) \(w) as \(id)")
+                    if id == .master { #expect(b.sorted() == expected, "\(cls) \(w)") }
+                }
+            }
+            for bad in [#"{"owner":{"$inQuery":{"className":"_mb_x","where":{}}}}"#, #"{"owner":{"$inQuery":{"where":{}}}}"#,
+                        #"{"owner":{"$select":{"query":{"className":"Person"},"key":"name","x":1}}}"#,
+                        #"{"$relatedTo":{"object":\#(i1),"key":"title"}}"#] {
+                let q = FindQuery(className: "Post", where: try JSON.parse(bad))
+                switch (Self.find(p.sqlite, q, .anonymous), Self.find(p.pg, q, .anonymous)) {
+                case (.failure(let a), .failure(let b)): #expect(a.code == b.code, "\(bad)")
+                case (let s, let g): Issue.record("\(bad): SQLite \(s) vs PostgreSQL \(g)")
+                }
+            }
+        }
+
         @Test func writableIdsAreTheObjectsSQLiteDeletes() throws {
             let p = try Self.fixture()
             func writable(_ w: String, _ id: Identity) throws -> [String] {

@@ -18,9 +18,7 @@ extension QueryCompiler {
     static let m = pgMark
 
     /// Operators not spelled for PostgreSQL yet (102 with a clear message instead of wrong SQL).
-    static let pgUnsupportedOperators: Set<String> = [
-        "$inQuery", "$notInQuery", "$select", "$dontSelect", "$geoIntersects",
-    ]
+    static let pgUnsupportedOperators: Set<String> = ["$geoIntersects"]
 
     static func pgUnsupported(_ op: String) -> ParseError {
         ParseError(.invalidQuery, "\(op) is not supported on the PostgreSQL store yet")
@@ -246,6 +244,59 @@ extension QueryCompiler {
             parts.append(Frag("\(Self.pgDistance(g.field)) <= \(Self.m)::float8", [g.exactBinds[0], g.exactBinds[0], g.exactBinds[1], g.exactBinds[2]]))
         }
         return Self.pgAnd(parts)
+    }
+
+    /// The inner query of `$inQuery`/`$select` on PostgreSQL: the caller's class permission
+    /// (`find`), ACL and pointer permissions apply to the inner class, as on SQLite.
+    func pgInnerQuery(_ cls: String, _ whereValue: JSONValue, ctx: SubqueryContext, depth: Int, state: State,
+                      column: (QuerySchema) throws(ParseError) -> String) throws(ParseError) -> Frag? {
+        let identity = ctx.identity
+        if !identity.isMaster && ClassPermissions.masterOnlyClasses.contains(cls) {
+            throw ParseError(.operationForbidden, "unauthorized: master key is required")
+        }
+        guard let lookup = ctx.classSchema, let inner = try lookup(cls) else { return nil }
+        guard identity.isMaster || ClassPermissions.allows(inner.clp, .find, identity) else {
+            throw ParseError(.operationForbidden, "Permission denied for action find on class \(cls).")
+        }
+        let sub = QueryCompiler(schema: inner.querySchema, subqueries: ctx, dialect: .postgres)
+        let innerState = State()
+        innerState.constraints = state.constraints
+        var conds = [try sub.compileObject(whereValue.objectValue ?? [:], depth: depth + 1, state: innerState)]
+        state.constraints = innerState.constraints
+        if let acl = PostgresQuery.aclFilter(identity) { conds.append(acl) }
+        if case .pointerFields(let fields) = ClassPermissions.access(inner.clp, .find, identity), let uid = identity.userId {
+            conds.append(PostgresQuery.pointerCondition(fields, userId: uid))
+        }
+        let w = Self.pgFinal(Self.pgAnd(conds))
+        return Frag("SELECT \(try column(inner.querySchema)) FROM \(Naming.table(cls)) t WHERE \(w.sql)", w.binds)
+    }
+
+    /// `$inQuery` on PostgreSQL: a Pointer (or an array element) into `cls` whose objectId the
+    /// inner query finds.
+    func pgInQuery(_ field: FieldRef, _ cls: String, _ sub: Frag) -> Frag {
+        if isArray(field) {
+            return anyElement(field, Frag("(CASE WHEN jsonb_typeof(v) = 'object' THEN (v ->> 'className') = \(Self.m)::text AND (v ->> 'objectId') IN (\(sub.sql)) ELSE FALSE END)",
+                                          [.text(cls)] + sub.binds))
+        }
+        return Frag("(\(Self.pgText(field.path, "className")) = \(Self.m)::text AND \(Self.pgText(field.path, "objectId")) IN (\(sub.sql)))",
+                    [.text(cls)] + sub.binds)
+    }
+
+    /// A field as a jsonb value in its canonical form for `$select` (a Pointer as its objectId,
+    /// a Date as its ISO text, `createdAt`/`updatedAt` as milliseconds), so both sides compare
+    /// by jsonb equality whatever their column types.
+    static func pgComparable(_ ref: FieldRef, inner: Bool) -> String {
+        let q = inner ? "t." : ""
+        switch ref.kind {
+        case .objectId: return "to_jsonb(\(q)objectId)"
+        case .time: return "to_jsonb(\(q)\(ref.path))"
+        case .json:
+            switch ref.declared {
+            case .pointer?: return "to_jsonb(\(pgText(ref.path, "objectId")))"
+            case .date?: return "to_jsonb(\(pgText(ref.path, "iso")))"
+            default: return pgJSON(ref.path)
+            }
+        }
     }
 
     /// `$regex` with PostgreSQL's `~`/`~*` (ARE: a superset of the POSIX ERE the SQLite store

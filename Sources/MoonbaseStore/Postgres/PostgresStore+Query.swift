@@ -10,8 +10,8 @@ import MoonbaseSQLite
 /// ACL read filter (`rperm && $n::text[]`), pointer permissions, order, limit and skip, and the
 /// row to Parse JSON step (hidden fields removed by the shared `ProtectedFields` rule).
 ///
-/// Differences from SQLite, for now: `$geoIntersects`, `$geoWithin` `$polygon` and inner queries
-/// (`$inQuery`, `$select`, `$relatedTo`) answer 102 "not supported on the PostgreSQL store yet";
+/// Differences from SQLite, for now: `$geoIntersects` and `$geoWithin` `$polygon` answer 102
+/// "not supported on the PostgreSQL store yet";
 /// results without `order` come in the server's order (not insertion order); a field's values of
 /// mixed JSON types sort in jsonb's type order.
 extension PostgresStore {
@@ -30,10 +30,10 @@ extension PostgresStore {
         return try pool.withConnection { (conn) throws(ParseError) -> FindResult in
             guard let schema = try PostgresQuery.classSchema(q.className, on: conn) else {
                 // Parse answers an empty list for a class that has no objects yet.
-                _ = try PostgresQuery.compiler(QuerySchema(className: q.className, fields: [:])).compile(q.whereClause)
+                _ = try PostgresQuery.compiler(QuerySchema(className: q.className, fields: [:]), identity: identity, on: conn).compile(q.whereClause)
                 return FindResult(results: Array("[]".utf8), resultCount: 0, count: q.count ? 0 : nil)
             }
-            let (w, compiled) = try PostgresQuery.filter(schema, q.whereClause, q.operation, identity)
+            let (w, compiled) = try PostgresQuery.filter(schema, q.whereClause, q.operation, identity, on: conn)
             let table = Naming.table(q.className)
             var count: Int?
             if q.count {
@@ -80,7 +80,7 @@ extension PostgresStore {
         guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         return try pool.withConnection { (conn) throws(ParseError) -> Int in
             guard let schema = try PostgresQuery.classSchema(className, on: conn) else { return 0 }
-            let (f, _) = try PostgresQuery.filter(schema, w, .count, identity)
+            let (f, _) = try PostgresQuery.filter(schema, w, .count, identity, on: conn)
             return try PostgresQuery.count(Naming.table(className), f, on: conn)
         }
     }
@@ -92,7 +92,7 @@ extension PostgresStore {
         guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         return try pool.withConnection { (conn) throws(ParseError) -> [JSONValue] in
             guard let schema = try PostgresQuery.classSchema(className, on: conn) else { return [] }
-            let (f, _) = try PostgresQuery.filter(schema, w, .find, identity)
+            let (f, _) = try PostgresQuery.filter(schema, w, .find, identity, on: conn)
             let ref = try FieldRef(path: field, schema: schema.querySchema)
             let table = Naming.table(className)
             let sql: String
@@ -121,8 +121,11 @@ extension PostgresStore {
 
 /// The PostgreSQL statement parts of the query side (see `PostgresStore.find`).
 enum PostgresQuery {
-    static func compiler(_ schema: QuerySchema) -> QueryCompiler {
-        QueryCompiler(schema: schema, subqueries: nil, dialect: .postgres)
+    static func compiler(_ schema: QuerySchema, identity: Identity, on conn: PGConnection) -> QueryCompiler {
+        let ctx = SubqueryContext(identity: identity) { (cls: String) throws(ParseError) -> ClassSchema? in
+            try PostgresQuery.classSchema(cls, on: conn)
+        }
+        return QueryCompiler(schema: schema, subqueries: ctx, dialect: .postgres)
     }
 
     /// The class's schema from `_mb_schema`, or nil when the class or its table does not exist.
@@ -145,8 +148,8 @@ enum PostgresQuery {
 
     /// The compiled `where` AND the read filter of `identity` (ACL and pointer permissions).
     static func filter(_ schema: ClassSchema, _ whereClause: JSONValue?, _ op: ClassOperation,
-                       _ identity: Identity) throws(ParseError) -> (QueryCompiler.Frag, CompiledWhere) {
-        let c = try compiler(schema.querySchema).compile(whereClause)
+                       _ identity: Identity, on conn: PGConnection) throws(ParseError) -> (QueryCompiler.Frag, CompiledWhere) {
+        let c = try compiler(schema.querySchema, identity: identity, on: conn).compile(whereClause)
         var parts = [QueryCompiler.Frag(c.sql, c.binds)]
         if let acl = aclFilter(identity) { parts.append(acl) }
         if case .pointerFields(let fields) = ClassPermissions.access(schema.clp, op, identity), let uid = identity.userId {
@@ -238,7 +241,7 @@ enum PostgresQuery {
         if !identity.isMaster && ClassPermissions.masterOnlyClasses.contains(className) { return [] }
         guard let schema = try classSchema(className, on: conn) else { return [] }
         guard identity.isMaster || ClassPermissions.allows(schema.clp, .get, identity) else { return [] }
-        let (f, _) = try filter(schema, nil, .get, identity)
+        let (f, _) = try filter(schema, nil, .get, identity, on: conn)
         var out: [JSONObject] = []
         var start = 0
         while start < ids.count {
@@ -260,7 +263,7 @@ enum PostgresQuery {
                             on conn: PGConnection) throws(ParseError) -> [String] {
         guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
         guard let schema = try classSchema(className, on: conn) else { return [] }
-        let c = try compiler(schema.querySchema).compile(whereClause)
+        let c = try compiler(schema.querySchema, identity: identity, on: conn).compile(whereClause)
         var parts = [QueryCompiler.Frag(c.sql, c.binds)]
         if !identity.isMaster {
             let principals = ["*"] + ACLs.principals(identity)

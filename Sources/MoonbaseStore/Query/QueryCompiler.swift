@@ -126,7 +126,6 @@ public struct QueryCompiler: Sendable {
         }
         switch key {
         case "$relatedTo":
-            if dialect == .postgres { throw Self.pgUnsupported(key) }
             return try relatedTo(value)
         case "$or", "$and", "$nor":
             guard depth < Self.maxDepth else {
