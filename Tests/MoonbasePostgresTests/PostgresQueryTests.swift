@@ -338,6 +338,29 @@ extension PostgresSuite {
                     #expect((ordered ? b : b.sorted()) == expected, "\(w)")
                 }
             }
+            // Polygons: points within one, and polygons holding a point (edges count as inside).
+            // Checked by hand here: this test's SQLite store opens its read connection before
+            // registering mb_polygon_contains, so SQLite cannot answer these in this fixture.
+            let square = "[[39.9,-74.1],[39.9,-73.0],[41.1,-73.0],[41.1,-74.1]]"
+            let triangle = "[[39.9,-74.1],[40.6,-74.1],[39.9,-73.4]]"
+            try p.add("z1", #"{"name":"z1","area":{"__type":"Polygon","coordinates":\#(square)}}"#, className: "Zone")
+            try p.add("z2", #"{"name":"z2","area":{"__type":"Polygon","coordinates":\#(triangle)}}"#, className: "Zone")
+            try p.add("z3", #"{"name":"z3"}"#, className: "Zone")
+            try p.copy("Zone")
+            let polygonCases: [(String, String, [String])] = [
+                ("Place", #"{"loc":{"$geoWithin":{"$polygon":\#(triangle)}}}"#, ["p0", "p1"]),
+                ("Place", #"{"loc":{"$geoWithin":{"$polygon":\#(square)}},"cat":"a"}"#, ["p0", "p2", "p3"]),
+                ("Place", #"{"loc":{"$geoWithin":{"$polygon":{"__type":"Polygon","coordinates":[[-1,179],[1,179],[1,179.95],[-1,179.95]]}}}}"#, ["p4"]),
+                ("Zone", #"{"area":{"$geoIntersects":{"$point":\#(gp(40, -74))}}}"#, ["z1", "z2"]),
+                ("Zone", #"{"area":{"$geoIntersects":{"$point":\#(gp(40.5, -73.5))}}}"#, ["z1"]),
+                ("Zone", #"{"area":{"$geoIntersects":{"$point":\#(gp(39.9, -73.5))}}}"#, ["z1", "z2"]),
+                ("Zone", #"{"area":{"$geoIntersects":{"$point":\#(gp(0, 0))}}}"#, []),
+            ]
+            for (cls, w, expected) in polygonCases {
+                let q = FindQuery(className: cls, where: try JSON.parse(w))
+                let b = try byId(try p.pg.find(q, identity: .master, afterFind: nil, afterFindApplies: nil)).sorted()
+                #expect(b == expected, "\(cls) \(w)")
+            }
             // An explicit order wins over nearest-first; limit and skip apply after it.
             var q = FindQuery(className: "Place", where: try JSON.parse(#"{"loc":{"$nearSphere":\#(gp(40, -74))}}"#), limit: 3, skip: 1)
             q.order = [SortKey(field: "name", descending: true)]

@@ -17,13 +17,6 @@ extension QueryCompiler {
     public static let pgMark = "\u{1}"
     static let m = pgMark
 
-    /// Operators not spelled for PostgreSQL yet (102 with a clear message instead of wrong SQL).
-    static let pgUnsupportedOperators: Set<String> = ["$geoIntersects"]
-
-    static func pgUnsupported(_ op: String) -> ParseError {
-        ParseError(.invalidQuery, "\(op) is not supported on the PostgreSQL store yet")
-    }
-
     /// `data #> '{a,b}'`: the jsonb value at `path` (+ `sub`), SQL NULL when missing. Names are
     /// validated identifiers, so the array literal needs no quoting.
     static func pgJSON(_ path: String, _ sub: String? = nil) -> String {
@@ -231,7 +224,6 @@ extension QueryCompiler {
     /// spelled on the stored coordinates, so a B-tree index on the latitude expression applies.
     /// The top-level filter is recorded for nearest-first order.
     func pgGeo(_ g: GeoFilter, op: String, isPolygon: Bool, depth: Int, state: State) throws(ParseError) -> Frag {
-        if isPolygon { throw Self.pgUnsupported("$geoWithin $polygon") }
         let (lat, lng) = Self.pgLatLng(g.field)
         if depth == 0, state.geo == nil { state.geo = g }
         var boxes: [Frag] = []
@@ -242,6 +234,9 @@ extension QueryCompiler {
         var parts: [Frag] = [boxes.isEmpty ? Frag("\(lat) IS NOT NULL") : Self.pgOr(boxes)]
         if g.exactSQL.hasPrefix("geo_distance"), g.exactBinds.count == 3 {
             parts.append(Frag("\(Self.pgDistance(g.field)) <= \(Self.m)::float8", [g.exactBinds[0], g.exactBinds[0], g.exactBinds[1], g.exactBinds[2]]))
+        }
+        if isPolygon, let coords = g.exactBinds.first {
+            parts.append(Self.pgPolygonContains(poly: "\(Self.m)::jsonb", lat: lat, lng: lng, binds: [coords]))
         }
         return Self.pgAnd(parts)
     }
@@ -297,6 +292,22 @@ extension QueryCompiler {
             default: return pgJSON(ref.path)
             }
         }
+    }
+
+    /// Whether the point (`lat`, `lng`: SQL expressions) lies inside the polygon `poly` (a jsonb
+    /// `[[lat,lng],…]`) or on its edge: `Polygon.contains` (even-odd rule) in SQL, with the same
+    /// arithmetic, so both backends agree. False when either side is missing. `binds` are those
+    /// of `poly`, `lat`, `lng` in that order; each expression is written once.
+    static func pgPolygonContains(poly: String, lat: String, lng: String, binds: [SQLiteValue]) -> Frag {
+        let prev = "lag(q.p, 1, a.poly -> -1) OVER (ORDER BY q.n)"
+        return Frag("(SELECT coalesce(bool_or(e.edge) OR count(*) FILTER (WHERE e.crosses) % 2 = 1, false) "
+            + "FROM (SELECT \(poly) AS poly, \(lat) AS plat, \(lng) AS plng) a, LATERAL (SELECT "
+            + "abs((s.xj - s.xi) * (a.plat - s.yi) - (s.yj - s.yi) * (a.plng - s.xi)) < 1e-12 "
+            + "AND a.plng BETWEEN least(s.xi, s.xj) AND greatest(s.xi, s.xj) AND a.plat BETWEEN least(s.yi, s.yj) AND greatest(s.yi, s.yj) AS edge, "
+            + "CASE WHEN (s.yi > a.plat) <> (s.yj > a.plat) THEN a.plng < (s.xj - s.xi) * (a.plat - s.yi) / (s.yj - s.yi) + s.xi ELSE false END AS crosses "
+            + "FROM (SELECT (q.p ->> 0)::float8 AS yi, (q.p ->> 1)::float8 AS xi, (\(prev) ->> 0)::float8 AS yj, (\(prev) ->> 1)::float8 AS xj "
+            + "FROM jsonb_array_elements(CASE WHEN jsonb_typeof(a.poly) = 'array' THEN a.poly END) WITH ORDINALITY AS q(p, n)) s) e)",
+            binds)
     }
 
     /// `$regex` with PostgreSQL's `~`/`~*` (ARE: a superset of the POSIX ERE the SQLite store

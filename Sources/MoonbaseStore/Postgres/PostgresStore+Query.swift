@@ -10,9 +10,7 @@ import MoonbaseSQLite
 /// ACL read filter (`rperm && $n::text[]`), pointer permissions, order, limit and skip, and the
 /// row to Parse JSON step (hidden fields removed by the shared `ProtectedFields` rule).
 ///
-/// Differences from SQLite, for now: `$geoIntersects` and `$geoWithin` `$polygon` answer 102
-/// "not supported on the PostgreSQL store yet";
-/// results without `order` come in the server's order (not insertion order); a field's values of
+/// Differences from SQLite (docs/DECISIONS.md): results without `order` come in the server's order (not insertion order); a field's values of
 /// mixed JSON types sort in jsonb's type order.
 extension PostgresStore {
     public func find(_ q: FindQuery, identity: Identity, afterFind givenHook: AfterFindHook?,

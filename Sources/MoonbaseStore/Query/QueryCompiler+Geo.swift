@@ -166,6 +166,10 @@ extension QueryCompiler {
         case nil: return .alwaysFalse
         default: throw ParseError(.invalidQuery, "$geoIntersects needs a Polygon field; \(field.path) is a \(field.declared!.rawValue)")
         }
+        if dialect == .postgres {
+            return Self.pgPolygonContains(poly: Self.pgJSON(field.path, "coordinates"), lat: "\(Self.m)::float8", lng: "\(Self.m)::float8",
+                                          binds: [.real(lat), .real(lng)])
+        }
         return Frag("mb_polygon_contains(json_extract(data,'$.\(field.path).coordinates'),?,?) = 1", [.real(lat), .real(lng)])
     }
 

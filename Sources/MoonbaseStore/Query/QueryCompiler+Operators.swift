@@ -14,7 +14,6 @@ extension QueryCompiler {
         var geoPart: Int?
         for entry in ops.entries {
             let op = entry.key, v = entry.value
-            if dialect == .postgres, Self.pgUnsupportedOperators.contains(op) { throw Self.pgUnsupported(op) }
             if let sqlOp = Self.comparisons[op] {
                 parts.append(try comparison(field, sqlOp, v, op: op))
                 continue
