@@ -9,12 +9,27 @@ import MoonbaseSQLite
 /// reader may not see (or that dangles, or whose class the reader may not `get`: class-level
 /// permissions, master-only system classes) stays a Pointer. `afterFind` runs on each included
 /// class's objects. Arrays of pointers are expanded element by element.
+///
+/// The walk is backend-neutral: `fetchRows` reads the objects of one class by id for the reader
+/// (SQLite's below; PostgreSQL's in `PostgresQuery.fetchByIds`).
 struct IncludeExpander {
-    let schemas: any QuerySchemaSource
-    let identity: Identity
-    let conn: Connection
+    /// The readable objects of `className` among `ids` (an empty list when the class may not be
+    /// read at all).
+    let fetchRows: (_ className: String, _ ids: [String]) throws(ParseError) -> [JSONObject]
     let afterFind: AfterFindHook?
     static let batch = 500
+
+    init(afterFind: AfterFindHook?, fetchRows: @escaping (_ className: String, _ ids: [String]) throws(ParseError) -> [JSONObject]) {
+        self.afterFind = afterFind
+        self.fetchRows = fetchRows
+    }
+
+    /// Reads included objects from SQLite through `conn`.
+    init(schemas: any QuerySchemaSource, identity: Identity, conn: Connection, afterFind: AfterFindHook?) {
+        self.init(afterFind: afterFind) { (cls: String, ids: [String]) throws(ParseError) -> [JSONObject] in
+            try Self.fetch(cls, ids, schemas: schemas, identity: identity, conn: conn)
+        }
+    }
 
     /// Include paths as a tree: `["post.author", "tags"]` → post{author{}}, tags{}.
     final class Node {
@@ -47,7 +62,7 @@ struct IncludeExpander {
             }
             var found: [String: JSONObject] = [:]  // "Class\u{0}id" → expanded object
             for (cls, ids) in wanted.sorted(by: { $0.key < $1.key }) {
-                var fetched = try fetch(cls, ids)
+                var fetched = try fetchRows(cls, ids)
                 if !sub.children.isEmpty { try expand(&fetched, node: sub) }
                 if let afterFind { fetched = try afterFind(cls, fetched) }
                 for o in fetched {
@@ -84,7 +99,8 @@ struct IncludeExpander {
         return v
     }
 
-    private func fetch(_ className: String, _ ids: [String]) throws(ParseError) -> [JSONObject] {
+    private static func fetch(_ className: String, _ ids: [String], schemas: any QuerySchemaSource, identity: Identity,
+                              conn: Connection) throws(ParseError) -> [JSONObject] {
         guard Naming.isValidClassName(className), schemas.allowsGet(className, identity: identity),
               let schema = try schemas.querySchema(className, on: conn) else { return [] }
         var out: [JSONObject] = []

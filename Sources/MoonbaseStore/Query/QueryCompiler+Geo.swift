@@ -112,6 +112,7 @@ extension QueryCompiler {
         // A polygon's bounding box is no area of its own: the planner's box shortcuts (cells or
         // R*Tree coordinates inside the box count as matches) do not hold, so it stays generic.
         let isPolygon = filter.exactSQL.hasPrefix("mb_polygon_contains")
+        if dialect == .postgres { return try pgGeo(filter, op: op, isPolygon: isPolygon, depth: depth, state: state) }
         if depth == 0, state.geo == nil, !isPolygon {
             var circle: (lat: Double, lng: Double, r: Double)?
             if filter.exactSQL.hasPrefix("geo_distance"), case .real(let la) = filter.exactBinds[0],
@@ -164,6 +165,10 @@ extension QueryCompiler {
         case .polygon?: break
         case nil: return .alwaysFalse
         default: throw ParseError(.invalidQuery, "$geoIntersects needs a Polygon field; \(field.path) is a \(field.declared!.rawValue)")
+        }
+        if dialect == .postgres {
+            return Self.pgPolygonContains(poly: Self.pgJSON(field.path, "coordinates"), lat: "\(Self.m)::float8", lng: "\(Self.m)::float8",
+                                          binds: [.real(lat), .real(lng)])
         }
         return Frag("mb_polygon_contains(json_extract(data,'$.\(field.path).coordinates'),?,?) = 1", [.real(lat), .real(lng)])
     }

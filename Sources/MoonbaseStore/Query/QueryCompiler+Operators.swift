@@ -20,9 +20,9 @@ extension QueryCompiler {
             }
             switch op {
             case "$eq": parts.append(try equality(field, v))
-            case "$ne": parts.append(Self.not(try equality(field, v)))
+            case "$ne": parts.append(negate(try equality(field, v)))
             case "$in": parts.append(try inList(field, v, op: op))
-            case "$nin": parts.append(Self.not(try inList(field, v, op: op)))
+            case "$nin": parts.append(negate(try inList(field, v, op: op)))
             case "$all": parts.append(try all(field, v))
             case "$exists": parts.append(try exists(field, v))
             case "$regex": parts.append(try regex(field, v, options: ops["$options"]))
@@ -31,9 +31,9 @@ extension QueryCompiler {
             case "$text": parts.append(try text(field, v, state: state))
             case "$containedBy": parts.append(try containedBy(field, v))
             case "$inQuery": parts.append(try inQuery(field, v, op: op, depth: depth, state: state))
-            case "$notInQuery": parts.append(Self.not(try inQuery(field, v, op: op, depth: depth, state: state)))
+            case "$notInQuery": parts.append(negate(try inQuery(field, v, op: op, depth: depth, state: state)))
             case "$select": parts.append(try select(field, v, op: op, depth: depth, state: state))
-            case "$dontSelect": parts.append(Self.not(try select(field, v, op: op, depth: depth, state: state)))
+            case "$dontSelect": parts.append(negate(try select(field, v, op: op, depth: depth, state: state)))
             case "$geoIntersects": parts.append(try geoIntersects(field, v))
             case "$nearSphere", "$within", "$geoWithin":
                 let hadGeo = state.geo != nil
@@ -50,9 +50,9 @@ extension QueryCompiler {
         if let gp = geoPart {
             var rest = parts
             rest.remove(at: gp)
-            state.geoResidual = Self.and(rest)
+            state.geoResidual = conjoin(rest)
         }
-        return Self.and(parts)
+        return conjoin(parts)
     }
 
     func comparison(_ field: FieldRef, _ sqlOp: String, _ raw: JSONValue, op: String) throws(ParseError) -> Frag {
@@ -64,6 +64,7 @@ extension QueryCompiler {
         }
         if isArray(field) { return anyElement(field, try elementCondition(value, op: sqlOp)) }
         let (expr, bind) = try operand(field, value)
+        if dialect == .postgres { return try pgCompare(field, value, op: sqlOp) }
         return Frag("\(expr) \(sqlOp) ?", [bind])
     }
 
@@ -82,8 +83,13 @@ extension QueryCompiler {
         if isArray(field) {
             var conds: [Frag] = []
             for v in values { conds.append(try elementCondition(try QueryValue(v), op: "=")) }
-            let any = Self.or(conds)
+            let any = disjoin(conds)
             return anyElement(field, any)
+        }
+        if dialect == .postgres {
+            var parts: [Frag] = []
+            for v in values { parts.append(try equality(field, v)) }
+            return disjoin(parts)
         }
         // Group values by the expression they compare with (a Pointer and a string differ).
         var groups: [(expr: String, binds: [SQLiteValue])] = []
@@ -108,7 +114,7 @@ extension QueryCompiler {
                 : Frag("\(g.expr) IN (" + Array(repeating: "?", count: g.binds.count).joined(separator: ",") + ")", g.binds)
         }
         parts.append(contentsOf: extra)
-        return Self.or(parts)
+        return disjoin(parts)
     }
 
     /// `$all`: an array field contains every value.
@@ -123,7 +129,7 @@ extension QueryCompiler {
                 parts.append(try equality(field, v))
             }
         }
-        return Self.and(parts)
+        return conjoin(parts)
     }
 
     /// `$containedBy`: an array field whose every element is one of the values (an empty array
@@ -134,7 +140,8 @@ extension QueryCompiler {
         if let d = field.declared, d != .array { throw ParseError(.invalidQuery, "$containedBy needs an array field; \(field.path) is a \(d.rawValue)") }
         var conds: [Frag] = []
         for v in values { conds.append(try elementCondition(try QueryValue(v), op: "=")) }
-        let any = Self.or(conds)
+        let any = disjoin(conds)
+        if dialect == .postgres { return pgContainedBy(field, any) }
         return Frag("(json_type(data,\(field.jsonPath)) = 'array' AND NOT EXISTS(SELECT 1 FROM json_each(data,\(field.jsonPath)) WHERE coalesce(\(any.sql),0) = 0))",
                     any.binds)
     }
@@ -142,6 +149,7 @@ extension QueryCompiler {
     func exists(_ field: FieldRef, _ raw: JSONValue) throws(ParseError) -> Frag {
         guard let want = raw.boolValue else { throw ParseError(.invalidQuery, "$exists needs true or false") }
         if field.kind != .json { return want ? .alwaysTrue : .alwaysFalse }
+        if dialect == .postgres { return Frag("\(Self.pgJSON(field.path)) IS \(want ? "NOT " : "")NULL") }
         return Frag("json_type(data,\(field.jsonPath)) IS \(want ? "NOT " : "")NULL")
     }
 }

@@ -11,12 +11,30 @@ import MoonbaseSQLite
 public final class SubqueryContext: @unchecked Sendable {
     public let schemas: any QuerySchemaSource
     public let identity: Identity
-    public let conn: Connection
+    /// The SQLite connection (nil for PostgreSQL queries, which use `classSchema`).
+    public let conn: Connection!
+    /// PostgreSQL: the schema of a class (fields, indexes, class permissions), nil when the
+    /// class does not exist.
+    let classSchema: ((String) throws(ParseError) -> ClassSchema?)?
 
     public init(schemas: any QuerySchemaSource, identity: Identity, conn: Connection) {
         self.schemas = schemas
         self.identity = identity
         self.conn = conn
+        self.classSchema = nil
+    }
+
+    /// For PostgreSQL queries: inner classes are looked up through `classSchema`.
+    init(identity: Identity, classSchema: @escaping (String) throws(ParseError) -> ClassSchema?) {
+        self.schemas = NoSchemas()
+        self.identity = identity
+        self.conn = nil
+        self.classSchema = classSchema
+    }
+
+    /// The `QuerySchemaSource` of a context that looks classes up another way.
+    struct NoSchemas: QuerySchemaSource {
+        func querySchema(_ className: String, on conn: Connection) throws(ParseError) -> QuerySchema? { nil }
     }
 }
 
@@ -39,6 +57,9 @@ extension QueryCompiler {
         let whereValue = o["where"] ?? .object([:])
         guard whereValue.isNull || whereValue.objectValue != nil else { throw ParseError(.invalidQuery, "\(op) where must be a JSON object") }
         try ProtectedFields.check(cls, where: whereValue, identity: ctx.identity)
+        if dialect == .postgres {
+            return try pgInnerQuery(cls, whereValue, ctx: ctx, depth: depth, state: state, column: column)
+        }
         try ctx.schemas.checkFind(cls, identity: ctx.identity)
         guard let inner = try ctx.schemas.querySchema(cls, on: ctx.conn) else { return nil }
         let sub = QueryCompiler(schema: inner, subqueries: ctx)
@@ -64,6 +85,7 @@ extension QueryCompiler {
             return .alwaysFalse
         }
         let cls = raw["className"]?.stringValue ?? ""
+        if dialect == .postgres { return pgInQuery(field, cls, sub) }
         if isArray(field) {
             return anyElement(field, Frag("CASE WHEN type='object' THEN json_extract(value,'$.className') = ? AND json_extract(value,'$.objectId') IN (\(sub.sql)) ELSE 0 END",
                                           [.text(cls)] + sub.binds))
@@ -86,8 +108,13 @@ extension QueryCompiler {
         }
         guard let sub = try innerQuery(query, op: op, depth: depth, state: state, column: { (inner) throws(ParseError) in
             let ref = try FieldRef(path: key, schema: inner)
+            if dialect == .postgres { return Self.pgComparable(ref, inner: true) }
             return ref.kind == .json ? ref.expr(ref.declared) : "t.\(ref.path)"
         }) else { return .alwaysFalse }
+        if dialect == .postgres {
+            if isArray(field) { return anyElement(field, Frag("v IN (\(sub.sql))", sub.binds)) }
+            return Frag("\(Self.pgComparable(field, inner: false)) IN (\(sub.sql))", sub.binds)
+        }
         if isArray(field) {
             return anyElement(field, Frag("value IN (\(sub.sql))", sub.binds))
         }
@@ -112,8 +139,17 @@ extension QueryCompiler {
             throw ParseError(.invalidClassName, "invalid class name: \(owner)")
         }
         guard Naming.isValidFieldName(key) else { throw ParseError(.invalidKeyName, "invalid field name: \(key)") }
-        guard let s = try ctx.schemas.querySchema(owner, on: ctx.conn), let f = s.fields[key] else { return .alwaysFalse }
+        let ownerSchema: QuerySchema?
+        if let lookup = ctx.classSchema {
+            ownerSchema = try lookup(owner)?.querySchema
+        } else {
+            ownerSchema = try ctx.schemas.querySchema(owner, on: ctx.conn)
+        }
+        guard let s = ownerSchema, let f = s.fields[key] else { return .alwaysFalse }
         guard f.type == .relation else { throw ParseError(.invalidQuery, "$relatedTo: \(owner).\(key) is not a Relation") }
+        if dialect == .postgres {
+            return Frag("objectId IN (SELECT relatedId FROM \(Naming.joinTable(owner, key)) WHERE owningId = \(Self.m)::text)", [.text(ownerId)])
+        }
         return Frag("objectId IN (SELECT relatedId FROM \(Naming.joinTable(owner, key)) WHERE owningId = ?)", [.text(ownerId)])
     }
 }

@@ -21,6 +21,7 @@ extension QueryCompiler {
             }
         }
         let ere = Self.translateQuotes(pattern)
+        if dialect == .postgres { return try pgRegex(field, ere, icase: icase) }
         var binds: [SQLiteValue] = [.text(ere)]
         if icase { binds.append(.text("i")) }
         let args = icase ? "?, value, ?" : "?, value"
@@ -83,6 +84,7 @@ extension QueryCompiler {
         let words = Self.ftsWords(term)
         guard !words.isEmpty else { throw ParseError(.invalidQuery, "$term has no words to search for") }
         guard words.count <= 32 else { throw ParseError(.invalidQuery, "$term has more than 32 words") }
+        if dialect == .postgres { return pgTextSearch(field, indexFields: index.value, words: words, caseSensitive: caseSensitive, state: state) }
         let match = words.map { "\"\($0)\"*" }.joined(separator: " ")
         let table = Naming.ftsTable(schema.className, index.key)
         state.text = TextFilter(ftsTable: table, match: match)

@@ -21,6 +21,9 @@ public struct QueryCompiler: Sendable {
     public let schema: QuerySchema
     /// Other classes and the caller, for inner queries; nil refuses them (102).
     public let subqueries: SubqueryContext?
+    /// The SQL spelling: SQLite's (the default) or PostgreSQL's. Validation, limits and error
+    /// codes are the same for both; only the emitted text and binds differ.
+    public let dialect: SQLDialect
     /// Nesting bound for `$or`/`$and`, and a bound on the total number of constraints.
     public static let maxDepth = 8
     public static let maxConstraints = 512
@@ -29,9 +32,10 @@ public struct QueryCompiler: Sendable {
     /// `$regex` patterns, in bytes.
     public static let maxRegexBytes = 256
 
-    public init(schema: QuerySchema, subqueries: SubqueryContext? = nil) {
+    public init(schema: QuerySchema, subqueries: SubqueryContext? = nil, dialect: SQLDialect = .sqlite) {
         self.schema = schema
         self.subqueries = subqueries
+        self.dialect = dialect
     }
 
     /// A SQL fragment with its binds.
@@ -68,7 +72,8 @@ public struct QueryCompiler: Sendable {
             if !hadGeo, state.geo != nil { geoIndex = parts.count }
             parts.append(f)
         }
-        let all = Self.and(parts)
+        let all = conjoin(parts)
+        if dialect == .postgres { return CompiledWhere(sql: Self.pgFinal(all).sql, binds: all.binds, geo: state.geo, text: state.text) }
         guard let gi = geoIndex, let geo = state.geo else {
             return CompiledWhere(sql: all.sql, binds: all.binds, text: state.text)
         }
@@ -101,12 +106,17 @@ public struct QueryCompiler: Sendable {
         return Frag("coalesce(\(f.sql),0)=0", f.binds)
     }
 
+    /// `and`, `or` and `not` in this compiler's dialect.
+    @inline(__always) func conjoin(_ parts: [Frag]) -> Frag { dialect == .sqlite ? Self.and(parts) : Self.pgAnd(parts) }
+    @inline(__always) func disjoin(_ parts: [Frag]) -> Frag { dialect == .sqlite ? Self.or(parts) : Self.pgOr(parts) }
+    @inline(__always) func negate(_ f: Frag) -> Frag { dialect == .sqlite ? Self.not(f) : Self.pgNot(f) }
+
     func compileObject(_ obj: JSONObject, depth: Int, state: State) throws(ParseError) -> Frag {
         var parts: [Frag] = []
         for entry in obj.entries {
             parts.append(try compileEntry(entry.key, entry.value, depth: depth, state: state))
         }
-        return Self.and(parts)
+        return conjoin(parts)
     }
 
     func compileEntry(_ key: String, _ value: JSONValue, depth: Int, state: State) throws(ParseError) -> Frag {
@@ -133,9 +143,9 @@ public struct QueryCompiler: Sendable {
                 parts.append(f)
             }
             switch key {
-            case "$or": return Self.or(parts)
-            case "$nor": return Self.not(Self.or(parts))
-            default: return Self.and(parts)
+            case "$or": return disjoin(parts)
+            case "$nor": return negate(disjoin(parts))
+            default: return conjoin(parts)
             }
         default:
             break

@@ -146,10 +146,13 @@ extension QueryCompiler {
     /// The condition comparing one element of an array field (`json_each` row: `value`, `type`)
     /// with `value` using `op` (`=`, `<`, …).
     func elementCondition(_ value: QueryValue, op: String) throws(ParseError) -> Frag {
+        if dialect == .postgres { return try pgElementCondition(value, op: op) }
         switch value {
-        case .pointer(_, let id): return Frag("json_extract(value,'$.objectId') \(op) ?", [.text(id)])
-        case .date(let ms): return Frag("json_extract(value,'$.iso') \(op) ?", [.text(ISO8601.format(millis: ms))])
-        case .file(let name): return Frag("json_extract(value,'$.name') \(op) ?", [.text(name)])
+        // Only object elements have fields: json_extract on a string element (json_each gives its
+        // unquoted text) would fail as malformed JSON.
+        case .pointer(_, let id): return Frag("CASE WHEN type='object' THEN json_extract(value,'$.objectId') END \(op) ?", [.text(id)])
+        case .date(let ms): return Frag("CASE WHEN type='object' THEN json_extract(value,'$.iso') END \(op) ?", [.text(ISO8601.format(millis: ms))])
+        case .file(let name): return Frag("CASE WHEN type='object' THEN json_extract(value,'$.name') END \(op) ?", [.text(name)])
         case .number(let n): return Frag("type IN ('integer','real') AND value \(op) ?", [n])
         case .string(let s): return Frag("type='text' AND value \(op) ?", [.text(s)])
         case .bool(let b):
@@ -158,13 +161,14 @@ extension QueryCompiler {
         case .json(let text): return Frag("type IN ('object','array') AND value \(op) json(?)", [.text(text)])
         case .null: return Frag("type='null'")
         case .geoPoint(let lat, let lng):
-            return Frag("json_extract(value,'$.latitude')=? AND json_extract(value,'$.longitude')=?", [.real(lat), .real(lng)])
+            return Frag("CASE WHEN type='object' THEN json_extract(value,'$.latitude')=? AND json_extract(value,'$.longitude')=? END", [.real(lat), .real(lng)])
         }
     }
 
     /// `EXISTS` over the elements of an array field.
     func anyElement(_ field: FieldRef, _ cond: Frag) -> Frag {
-        Frag("EXISTS(SELECT 1 FROM json_each(data,\(field.jsonPath)) WHERE \(cond.sql))", cond.binds)
+        if dialect == .postgres { return pgAnyElement(field, cond) }
+        return Frag("EXISTS(SELECT 1 FROM json_each(data,\(field.jsonPath)) WHERE \(cond.sql))", cond.binds)
     }
 
     /// Whether `field` holds arrays (declared Array), so scalar constraints test its elements.
@@ -173,6 +177,7 @@ extension QueryCompiler {
     /// `field == value` with Parse's semantics (null matches missing; arrays contain scalars).
     func equality(_ field: FieldRef, _ raw: JSONValue) throws(ParseError) -> Frag {
         let value = try QueryValue(raw)
+        if dialect == .postgres { return try pgEquality(field, raw, value) }
         if case .null = value {
             return field.kind == .json ? Frag("\(field.expr(nil)) IS NULL") : .alwaysFalse
         }
