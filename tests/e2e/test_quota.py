@@ -120,7 +120,7 @@ def test_monthly_quota_refuses_the_21st_and_survives_restart(server_factory):
         assert row["units"] == 23 and row["refused"] == 3, row
 
     # Text output lists the same account.
-    r = subprocess.run([BIN, "usage", "--data", s.data], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([BIN, "usage", *database_args(s.data)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "ip:127.0.0.1" in r.stdout and "23" in r.stdout, r.stdout + r.stderr
 
 
