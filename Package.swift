@@ -84,6 +84,6 @@ let package = Package(
         .testTarget(name: "MoonbaseAPITests", dependencies: ["MoonbaseHost", "MoonbaseAPI", "MoonbaseHTTP", "MoonbaseJSON", "MoonbaseCore"]),
         .testTarget(name: "MoonbaseOutboundTests", dependencies: ["MoonbaseOutbound"]),
         // Runs against a throw-away PostgreSQL 15 cluster (tests/pg/cluster.sh) started for the run.
-        .testTarget(name: "MoonbasePostgresTests", dependencies: ["MoonbasePostgres", "MoonbaseStore", "MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite"]),
+        .testTarget(name: "MoonbasePostgresTests", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbasePostgres", "MoonbaseQuota", "MoonbaseSQLite", "MoonbaseStore"]),
     ]
 )

@@ -12,6 +12,9 @@ public struct HostConfig: Sendable {
     public var host = "127.0.0.1"
     public var port = 8080
     public var dataDir = "./data"
+    /// `--database`, `MOONBASE_DATABASE_URL`: a `postgres://` URL to run on PostgreSQL (several
+    /// hosts may share it); nil = SQLite in `dataDir`.
+    public var databaseURL: String?
     public var functionsDir = "./functions"
     public var cronDir = "./cron"
     public var appId = "moonbase"
@@ -91,6 +94,7 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_HTTP_MAX_REQUESTS") { c.httpMaxRequestsPerCall = v }
         if let v = try int("MOONBASE_PORT") { c.port = v }
         if let v = env("MOONBASE_DATA") { c.dataDir = v }
+        if let v = env("MOONBASE_DATABASE_URL") { c.databaseURL = try databaseURL(v, from: "MOONBASE_DATABASE_URL") }
         if let v = env("MOONBASE_APP_ID") { c.appId = v }
         c.masterKey = env("MOONBASE_MASTER_KEY")
         c.restKey = env("MOONBASE_REST_KEY")
@@ -140,6 +144,22 @@ public struct HostConfig: Sendable {
             c.logLevel = l
         }
         return c
+    }
+
+    /// `value` when it is a PostgreSQL URL (`postgres://` or `postgresql://`, the forms libpq
+    /// reads), else a usage error naming `source`.
+    public static func databaseURL(_ value: String, from source: String) throws(UsageError) -> String {
+        guard value.hasPrefix("postgres://") || value.hasPrefix("postgresql://") else {
+            throw UsageError("\(source) must be a postgres:// URL (SQLite needs none: it lives in the data directory)")
+        }
+        return value
+    }
+
+    /// Hosts sharing a database must share the master key, so none may make its own.
+    /// - Throws: when `databaseURL` is set and `MOONBASE_MASTER_KEY` is not.
+    public func requireSharedMasterKey() throws(UsageError) {
+        guard databaseURL != nil, masterKey == nil else { return }
+        throw UsageError("MOONBASE_MASTER_KEY must be set with --database / MOONBASE_DATABASE_URL: every host on one database needs the same master key")
     }
 
     /// The SQLite file inside the data dir.

@@ -8,7 +8,7 @@ import Glibc
 /// The CLI verbs. Each parses its own options and returns an exit code:
 /// 0 ok, 1 failure, 2 usage error.
 public enum Commands {
-    static let commonValueOptions: Set<String> = ["data", "functions", "cron"]
+    static let commonValueOptions: Set<String> = ["data", "database", "functions", "cron"]
 
     public static let usage = """
         usage: moonbase <verb> [options]
@@ -24,6 +24,7 @@ public enum Commands {
           backup    write an online backup of the database
 
         common options: --data DIR (./data)  --functions DIR (./functions)  --cron DIR (./cron)
+                        --database postgres://… (run on PostgreSQL instead of SQLite in --data)
         `moonbase <verb> --help` for a verb's options.
         """
 
@@ -75,6 +76,7 @@ public enum Commands {
         }
         var c = try HostConfig.fromEnvironment()
         if let v = a.value("data") { c.dataDir = v }
+        if let v = a.value("database") { c.databaseURL = try HostConfig.databaseURL(v, from: "--database") }
         if let v = a.value("functions") { c.functionsDir = v }
         if let v = a.value("cron") { c.cronDir = v }
         return (a, c)

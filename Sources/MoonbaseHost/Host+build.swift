@@ -22,7 +22,7 @@ public final class Host: Sendable {
         let clock = SystemClock()
         // Only the server makes the key it prints; the other verbs never leave one behind.
         let masterKey = try MasterKey.resolve(config, create: serving)
-        let store = try SQLiteDocumentStore(path: config.databasePath, clock: clock)
+        let store = try openStore(config, clock: clock)
         var authConfig = AuthConfig(appId: config.appId)
         authConfig.loginMaxFailures = config.loginMaxFailures
         authConfig.sessionLifetimeMillis = config.sessionLengthSeconds * 1000
@@ -83,6 +83,14 @@ public final class Host: Sendable {
             }
         }
         return Host(services: services, api: api, watcher: watcher)
+    }
+
+    /// The store `config` names: PostgreSQL at `databaseURL`, else SQLite in the data dir.
+    /// - Throws: 1 when PostgreSQL cannot be reached, or when this build's PostgreSQL store
+    ///   lacks a part (the message names it).
+    static func openStore(_ config: HostConfig, clock: any HostClock) throws(ParseError) -> any Store {
+        guard let url = config.databaseURL else { return try SQLiteDocumentStore(path: config.databasePath, clock: clock) }
+        return try PostgresStore(url: url, clock: clock).asStore()
     }
 
     init(services: Services, api: API, watcher: FolderWatcher?) {

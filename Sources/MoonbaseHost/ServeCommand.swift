@@ -13,14 +13,14 @@ import MoonbaseStore
 /// 503 and their workers abandoned; then the process exits at once with status 3.
 enum ServeCommand {
     static let help = """
-        usage: moonbase serve [--host H] [--port P] [--data DIR] [--functions DIR] [--cron DIR]
+        usage: moonbase serve [--host H] [--port P] [--data DIR] [--database URL] [--functions DIR] [--cron DIR]
                               [--public-url URL] [--log-format text|json]
                               [--log-level debug|info|warn] [--workers N]
                               [--metrics-require-master] [--quota-monthly-requests N]
                               [--rate-limit-per-minute N] [--cors-origins LIST|*|none]
                               [--max-connections N] [--max-connections-per-ip N] [--header-timeout SECONDS]
         environment (flags win): every MOONBASE_* variable of docs/operations.md, among them
-          MOONBASE_HOST, MOONBASE_PORT, MOONBASE_DATA, MOONBASE_APP_ID, MOONBASE_MASTER_KEY,
+          MOONBASE_HOST, MOONBASE_PORT, MOONBASE_DATA, MOONBASE_DATABASE_URL, MOONBASE_APP_ID, MOONBASE_MASTER_KEY,
           MOONBASE_REST_KEY, MOONBASE_PUBLIC_URL, MOONBASE_QUOTA_MONTHLY_REQUESTS,
           MOONBASE_RATE_LIMIT_PER_MINUTE, MOONBASE_ACCOUNTING=off, MOONBASE_LUA_TIMEOUT_MS,
           MOONBASE_LUA_MAX_MEMORY_MB, MOONBASE_MAX_CONNECTIONS, MOONBASE_HEADER_TIMEOUT_SECONDS
@@ -64,6 +64,7 @@ enum ServeCommand {
             c.headerTimeoutSeconds = v
         }
         guard a.positionals.isEmpty else { throw UsageError("unexpected argument '\(a.positionals[0])'") }
+        try c.requireSharedMasterKey()
 
         let host = try Host.build(c, serving: true)
         // From here on log lines (one per request) go to a buffer written out by a background

@@ -25,7 +25,8 @@ enum UsageCommand {
         guard let range = UsageReport.range(from: a.value("from"), to: a.value("to"), now: SystemClock().nowMillis()) else {
             throw UsageError("--from/--to must be ISO-8601 dates, from before to")
         }
-        let store: any UsageStore = try SQLiteDocumentStore(path: c.databasePath)
+        let store: any UsageStore
+        if let url = c.databaseURL { store = try PostgresStore(url: url) } else { store = try SQLiteDocumentStore(path: c.databasePath) }
         var reports: [UsageReport] = []
         for by in groupings { reports.append(try store.usageReport(from: range.from, to: range.to, by: by)) }
         if a.flag("json") {

@@ -50,6 +50,7 @@ public struct PGError: Error, Sendable, CustomStringConvertible {
     /// - serialization failure / deadlock → 1 (retryable: `PGPool.transaction` retries it and
     ///   answers 141 when the retries run out);
     /// - connection loss → 1 "database connection lost" with status 503 and `Retry-After`;
+    /// - `mb<code>: text` raised by one of our triggers → that code and text;
     /// - anything else → 1 with PostgreSQL's message.
     public var parseError: ParseError {
         if isUniqueViolation {
@@ -63,6 +64,18 @@ public struct PGError: Error, Sendable, CustomStringConvertible {
             return ParseError(.internalError, Self.connectionLostMessage, underlying: description,
                               headers: [("Retry-After", "1")], status: 503)
         }
+        if sqlState == "P0001", let (code, text) = Self.raisedError(message) {
+            return ParseError(ParseErrorCode(code), text, underlying: description)
+        }
         return ParseError(.internalError, message, underlying: description)
+    }
+
+    /// Parses `mb<code>: text`, the message our own triggers raise (`RAISE EXCEPTION`, SQLSTATE
+    /// P0001) to refuse a write with that Parse code, as the SQLite store's triggers do.
+    static func raisedError(_ message: String) -> (Int, String)? {
+        guard message.hasPrefix("mb") else { return nil }
+        let rest = message.dropFirst(2)
+        guard let colon = rest.firstIndex(of: ":"), let code = Int(rest[..<colon]) else { return nil }
+        return (code, String(rest[rest.index(after: colon)...].drop { $0 == " " }))
     }
 }

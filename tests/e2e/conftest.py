@@ -1,5 +1,14 @@
 """End-to-end harness: starts the real `moonbase` binary on 127.0.0.1 with a free port and a
-temporary data directory, speaks HTTP to it, and stops it (by its PID) afterwards."""
+temporary data directory, speaks HTTP to it, and stops it (by its PID) afterwards.
+
+Backends: by default every server runs on SQLite in its data directory. With
+`MOONBASE_TEST_BACKEND=postgres` the run starts one throw-away PostgreSQL 15 cluster
+(tests/pg/cluster.sh, stopped when the run ends) and gives each server a fresh database of it
+(`MOONBASE_DATABASE_URL`); a server started on an earlier server's data directory gets that
+server's database back, as it would get its SQLite file. Tests about SQLite itself (its file,
+WAL, backup, upgrade) carry `@pytest.mark.sqlite_only("why")` and are left out of a PostgreSQL
+run, as is every test outside `POSTGRES_SUBSET` while that list is set."""
+import itertools
 import json
 import os
 import shutil
@@ -16,6 +25,101 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BIN = os.environ.get("MOONBASE_BIN", os.path.join(ROOT, ".build", "debug", "moonbase"))
 APP_ID = "moonbase"
 MASTER_KEY = "test-master-key-0123456789"
+
+BACKEND = os.environ.get("MOONBASE_TEST_BACKEND", "sqlite")
+if BACKEND not in ("sqlite", "postgres"):
+    raise RuntimeError(f"MOONBASE_TEST_BACKEND must be sqlite or postgres, not {BACKEND!r}")
+
+# THE list of test files a PostgreSQL run is limited to, while the PostgreSQL document store and
+# its queries (the parts `moonbase serve --database` still lacks on this branch: the server
+# refuses to start on PostgreSQL and names them) are not merged. Set it to None once they are,
+# so the whole suite runs on both backends. (With them merged as they stood at 00:45 UTC, 362 of
+# the suite's 373 PostgreSQL-eligible tests passed.)
+POSTGRES_SUBSET = {
+    "test_postgres_cli.py",
+}
+
+
+class PGCluster:
+    """The run's throw-away PostgreSQL cluster (started on first use) and its databases."""
+
+    _current = None
+    PG_BIN = os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin")
+    SCRIPT = os.path.join(ROOT, "tests", "pg", "cluster.sh")
+
+    def __init__(self):
+        # Directly under /tmp: as root the server runs as another user, who must reach it, and
+        # the socket path must stay short.
+        self.dir = tempfile.mkdtemp(prefix="mb-pg-", dir="/tmp")
+        out = subprocess.run(["bash", self.SCRIPT, "start", self.dir, str(os.getpid())],
+                             capture_output=True, text=True, timeout=180)
+        if out.returncode != 0:
+            raise RuntimeError(f"cluster.sh start failed: {out.stderr}{out.stdout}")
+        self.url = out.stdout.strip().splitlines()[-1]
+        self.names = itertools.count(1)
+        self.by_data = {}
+
+    @classmethod
+    def get(cls):
+        if cls._current is None:
+            cls._current = PGCluster()
+        return cls._current
+
+    @classmethod
+    def stop_current(cls):
+        if cls._current is not None:
+            subprocess.run(["bash", cls.SCRIPT, "stop", cls._current.dir], capture_output=True, timeout=120)
+            shutil.rmtree(cls._current.dir, ignore_errors=True)
+            cls._current = None
+
+    def psql(self, sql, url=None):
+        out = subprocess.run([os.path.join(self.PG_BIN, "psql"), "-X", "-q", "-At", "-v", "ON_ERROR_STOP=1",
+                              "-d", url or self.url, "-c", sql], capture_output=True, text=True, timeout=60)
+        if out.returncode != 0:
+            raise RuntimeError(f"psql failed: {out.stderr}")
+        return out.stdout
+
+    def new_database(self):
+        name = f"mb_{os.getpid()}_{next(self.names)}"
+        self.psql(f"CREATE DATABASE {name}")
+        return self.url.rsplit("/", 1)[0] + "/" + name
+
+    def database_for(self, data_dir):
+        """The database of the server whose data directory is `data_dir` (made on first use)."""
+        key = os.path.realpath(data_dir)
+        if key not in self.by_data:
+            self.by_data[key] = self.new_database()
+        return self.by_data[key]
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sqlite_only(reason): the test is about SQLite itself; "
+                                       "a PostgreSQL run leaves it out")
+
+
+def pytest_collection_modifyitems(config, items):
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("sqlite_only")
+        if mark is not None and not (mark.args and mark.args[0]):
+            raise pytest.UsageError(f"{item.nodeid}: sqlite_only needs a reason")
+        on_pg = mark is None and (POSTGRES_SUBSET is None or os.path.basename(str(item.fspath)) in POSTGRES_SUBSET)
+        (keep if BACKEND == "sqlite" or on_pg else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def pytest_sessionfinish(session, exitstatus):
+    PGCluster.stop_current()
+
+
+def database_args(data_dir):
+    """The CLI options that open the same database as a server on `data_dir`."""
+    args = ["--data", data_dir]
+    if BACKEND == "postgres":
+        args += ["--database", PGCluster.get().database_for(data_dir)]
+    return args
 
 
 def free_port():
@@ -44,6 +148,8 @@ class Server:
                 f.write(text)
         self.env = dict(os.environ)
         self.env.update({"MOONBASE_MASTER_KEY": MASTER_KEY, "MOONBASE_APP_ID": APP_ID})
+        if BACKEND == "postgres":
+            self.env["MOONBASE_DATABASE_URL"] = PGCluster.get().database_for(self.data)
         self.env.update(env or {})
         self.args = args or []
         self.proc = None

@@ -11,7 +11,7 @@ import time
 
 import requests
 
-from conftest import APP_ID, BIN, MASTER_KEY
+from conftest import APP_ID, BIN, MASTER_KEY, database_args
 
 LUA = r'''
 cloud.afterDelete("Post", function(req)
@@ -187,10 +187,10 @@ def test_usage_without_by_shows_accounts_and_functions(server_factory):
     assert s.call("hello").status_code == 200
     s.req("POST", "/parse/classes/Thing", {"a": 1})
     s.stop()
-    r = run_cli(["usage", "--data", s.data], {"MOONBASE_MASTER_KEY": MASTER_KEY})
+    r = run_cli(["usage", *database_args(s.data)], {"MOONBASE_MASTER_KEY": MASTER_KEY})
     assert r.returncode == 0, r.stderr
     assert "ip:127.0.0.1" in r.stdout and "function:hello" in r.stdout, r.stdout
-    r = run_cli(["usage", "--data", s.data, "--json"], {"MOONBASE_MASTER_KEY": MASTER_KEY})
+    r = run_cli(["usage", *database_args(s.data), "--json"], {"MOONBASE_MASTER_KEY": MASTER_KEY})
     j = json.loads(r.stdout)
     assert {"accounts", "functions"} <= set(j), j
     assert any(row["key"] == "function:hello" for row in j["functions"]["rows"]), j

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from conftest import BIN, MASTER_KEY, ROOT
+from conftest import BIN, MASTER_KEY, ROOT, database_args
 from test_app_support import shipped_functions
 
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -254,7 +254,7 @@ def check_listing(listing, t0, t1):
 def test_moonbase_jobs_cli_and_admin(server_factory):
     functions, cron = os.path.join(ROOT, "functions"), os.path.join(ROOT, "cron")
     with tempfile.TemporaryDirectory() as data:
-        common = ["--data", data, "--functions", functions, "--cron", cron]
+        common = [*database_args(data), "--functions", functions, "--cron", cron]
         t0 = time.time()
         r = run_cli("jobs", "--json", *common)
         t1 = time.time()

@@ -10,7 +10,8 @@ import pytest
 
 from conftest import Server
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root"),
+              pytest.mark.sqlite_only("fills the disk under the SQLite file in the data directory")]
 
 
 @pytest.fixture

@@ -16,12 +16,12 @@ from datetime import datetime, timezone
 import pytest
 import requests
 
-from conftest import APP_ID, BIN, MASTER_KEY, Server, free_port
+from conftest import APP_ID, BIN, MASTER_KEY, PGCluster, Server, free_port
 
 # The variables docs/operations.md documents; the test below checks this list against it, and
 # each has a test of its own here or in the file TESTED_ELSEWHERE names.
 DOCUMENTED = {
-    "MOONBASE_HOST", "MOONBASE_PORT", "MOONBASE_DATA", "MOONBASE_APP_ID", "MOONBASE_MASTER_KEY",
+    "MOONBASE_HOST", "MOONBASE_PORT", "MOONBASE_DATA", "MOONBASE_DATABASE_URL", "MOONBASE_APP_ID", "MOONBASE_MASTER_KEY",
     "MOONBASE_REST_KEY", "MOONBASE_PUBLIC_URL", "MOONBASE_QUOTA_MONTHLY_REQUESTS",
     "MOONBASE_RATE_LIMIT_PER_MINUTE", "MOONBASE_ACCOUNTING", "MOONBASE_LOGIN_MAX_FAILURES",
     "MOONBASE_SESSION_LENGTH_SECONDS", "MOONBASE_SESSION_LIFETIME_DAYS",
@@ -171,6 +171,26 @@ def test_data(tmp):
         assert not os.path.exists(os.path.join(tmp, "data"))
     finally:
         stop(p)
+
+
+def test_database_url(tmp):
+    """The variable moves the store to PostgreSQL: the data directory gets no SQLite file, the
+    verbs read the database it names, and serving needs the shared master key."""
+    pg = PGCluster.get()
+    url = pg.new_database()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MOONBASE_")}
+    env.update({"MOONBASE_DATABASE_URL": url, "MOONBASE_DATA": os.path.join(tmp, "data")})
+    r = subprocess.run([BIN, "usage", "--json", "--by", "function"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and json.loads(r.stdout)["rows"] == [], r.stderr
+    now = int(time.time())
+    pg.psql(f"INSERT INTO _mb_usage(hour, kind, key, units) VALUES ({(now - now % 3600) * 1000}, 'function', 'function:x', 4)", url)
+    r = subprocess.run([BIN, "usage", "--json", "--by", "function"], env=env, capture_output=True, text=True, timeout=60)
+    assert [(x["key"], x["units"]) for x in json.loads(r.stdout)["rows"]] == [("function:x", 4)], r.stdout + r.stderr
+    assert not os.path.exists(os.path.join(tmp, "data", "moonbase.sqlite"))
+    p = bare_serve(env, tmp)
+    assert p.wait(timeout=60) == 2
+    with open(os.path.join(tmp, "serve.log")) as f:
+        assert "MOONBASE_MASTER_KEY" in f.read()
 
 
 def make(server_factory, env, **kw):

@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 
-from conftest import BIN, MASTER_KEY
+from conftest import BIN, MASTER_KEY, database_args
 
 ROW_KEYS = {"key", "units", "refused", "dbReads", "dbWrites", "luaCpuMs", "wallMs", "bytesIn", "bytesOut", "events"}
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -38,7 +38,7 @@ def usage_cli(data, *args, by="account"):
     """The JSON report; by=None asks for the default (accounts and functions)."""
     if by and "--by" not in args:
         args = (*args, "--by", by)
-    r = subprocess.run([BIN, "usage", "--json", "--data", data, *args], capture_output=True, text=True,
+    r = subprocess.run([BIN, "usage", "--json", *database_args(data), *args], capture_output=True, text=True,
                        timeout=60, env=dict(os.environ, MOONBASE_MASTER_KEY=MASTER_KEY))
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout)
@@ -120,7 +120,7 @@ def test_monthly_quota_refuses_the_21st_and_survives_restart(server_factory):
         assert row["units"] == 23 and row["refused"] == 3, row
 
     # Text output lists the same account.
-    r = subprocess.run([BIN, "usage", "--data", s.data], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([BIN, "usage", *database_args(s.data)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "ip:127.0.0.1" in r.stdout and "23" in r.stdout, r.stdout + r.stderr
 
 

@@ -7,6 +7,8 @@ import json
 import os
 import sqlite3
 
+import pytest
+
 LUA = r"""
 cloud.define("like", function(req)
   local o = db.update("Post", req.params.post, {likes = {__op = req.params.op or "AddRelation", objects = {
@@ -104,6 +106,7 @@ def test_relation_round_trip(server_factory):
     assert sorted(o["n"] for o in srv.req("GET", "/parse/classes/Item", params=w, session=tb).json()["results"]) == [2]
 
 
+@pytest.mark.sqlite_only("reads the join tables from the SQLite file")
 def test_join_rows_follow_deletes(server_factory):
     srv = server_factory().start()
     t1 = srv.req("POST", "/parse/classes/Tag", {"n": 1}, master=True).json()["objectId"]

@@ -11,7 +11,7 @@ import time
 
 import requests
 
-from conftest import APP_ID, BIN, MASTER_KEY
+from conftest import APP_ID, BIN, MASTER_KEY, database_args
 
 ADMIN = {"X-Parse-Application-Id": APP_ID, "X-Parse-Master-Key": MASTER_KEY}
 
@@ -272,7 +272,7 @@ cloud.define("adminOnly", {requireMaster = true}, function(req) return "secret" 
     r = s.req("POST", "/parse/users", {"username": "cliuser", "password": "pw-cli"})
     uid = r.json()["objectId"]
     s.stop()
-    common = ["--data", s.data, "--functions", s.functions, "--cron", s.cron]
+    common = [*database_args(s.data), "--functions", s.functions, "--cron", s.cron]
     env = {"MOONBASE_MASTER_KEY": MASTER_KEY}
 
     p = run_cli("call", "countThings", '{"x": 1}', "--master", *common, env=env)

@@ -8,9 +8,12 @@ import shutil
 import sqlite3
 import subprocess
 
+import pytest
 import requests
 
 from conftest import APP_ID, BIN, MASTER_KEY
+
+pytestmark = pytest.mark.sqlite_only("upgrades and backs up the SQLite file itself")
 
 
 def db_path(s):

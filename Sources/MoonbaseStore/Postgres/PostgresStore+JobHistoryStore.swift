@@ -1,0 +1,32 @@
+import MoonbaseCore
+import MoonbaseJSON
+import MoonbasePostgres
+
+/// Job history over the `_JobStatus` class table: the conditional updates are updates by query
+/// (so they keep the document semantics and the change feed); pruning is one statement.
+extension PostgresStore {
+    static let jobStatusClass = "_JobStatus"
+
+    public func updateRunningJobRun(_ runId: String, changes: JSONObject) throws(ParseError) -> Bool {
+        let w: JSONValue = .object(["objectId": .string(runId), "status": "running"])
+        return try documentStore().updateWhere(Self.jobStatusClass, where: w, changes: changes, identity: .master) > 0
+    }
+
+    public func updateRunningJobRuns(changes: JSONObject) throws(ParseError) -> Int {
+        let docs = try documentStore()
+        guard docs.schema(Self.jobStatusClass) != nil else { return 0 }
+        return try docs.updateWhere(Self.jobStatusClass, where: .object(["status": "running"]), changes: changes, identity: .master)
+    }
+
+    /// Keeps the newest `keep` runs of `job` (by creation, then id) and the running ones.
+    public func pruneJobHistory(job: String, keep: Int) throws(ParseError) {
+        guard try documentStore().schema(Self.jobStatusClass) != nil else { return }
+        try pool.withConnection { (c) throws(ParseError) in
+            try c.execute("""
+                DELETE FROM "_JobStatus" WHERE data->>'jobName' = $1 AND data->>'status' <> 'running'
+                  AND objectId NOT IN (SELECT objectId FROM "_JobStatus" WHERE data->>'jobName' = $1
+                                       ORDER BY createdAt DESC, objectId DESC LIMIT $2)
+                """, [.text(job), .integer(Int64(keep))])
+        }
+    }
+}
