@@ -86,11 +86,10 @@ public final class Host: Sendable {
     }
 
     /// The store `config` names: PostgreSQL at `databaseURL`, else SQLite in the data dir.
-    /// - Throws: 1 when PostgreSQL cannot be reached, or when this build's PostgreSQL store
-    ///   lacks a part (the message names it).
+    /// - Throws: 503 when PostgreSQL cannot be reached; 1 when the SQLite file cannot be opened.
     static func openStore(_ config: HostConfig, clock: any HostClock) throws(ParseError) -> any Store {
         guard let url = config.databaseURL else { return try SQLiteDocumentStore(path: config.databasePath, clock: clock) }
-        return try PostgresStore(url: url, clock: clock).asStore()
+        return try PostgresStore(url: url, clock: clock)
     }
 
     init(services: Services, api: API, watcher: FolderWatcher?) {

@@ -103,10 +103,15 @@ public final class PGPool: Sendable {
     /// thread already in a transaction of this pool: joins it in a savepoint (the isolation
     /// level is the outer one's). Work registered with `onCommit` runs after the outermost
     /// commit, outside the transaction, in registration order.
+    ///
+    /// `exclusive`: an advisory lock key taken on the connection BEFORE `BEGIN` and released after
+    /// `COMMIT`/`ROLLBACK`, so the transactions that pass the same key run one at a time across
+    /// every host, each with a snapshot taken after the previous one committed (taking the lock
+    /// inside the transaction would keep the older snapshot and fail at commit).
     /// - Throws: the body's error; 141 when the transaction still loses a serialization race
     ///   after `options.maxRetries` further runs; 503 when the database cannot be reached.
     @discardableResult
-    public func transaction<T>(isolation: PGIsolation = .serializable,
+    public func transaction<T>(isolation: PGIsolation = .serializable, exclusive: Int64? = nil,
                                _ body: (PGTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         let state = PGThreadState.current.value
         if let tx = state.transaction(for: serial) { return try tx.nested(body) }
@@ -116,8 +121,10 @@ public final class PGPool: Sendable {
             let conn = try acquire()
             conn.resetConflict()
             do {
+                if let key = exclusive { _ = try conn.execute("SELECT pg_advisory_lock($1)", [.integer(key)]) }
                 try conn.execute("BEGIN ISOLATION LEVEL \(isolation.sql)")
             } catch {
+                release(exclusive, on: conn)
                 gate.returnConnection(conn)
                 // Nothing ran yet: a connection that died while idle (server restart) is
                 // replaced once rather than failing the caller.
@@ -146,11 +153,13 @@ public final class PGPool: Sendable {
             state.transactions.removeAll { $0.pool == serial }
             switch outcome {
             case .success(let value):
+                release(exclusive, on: conn)
                 gate.returnConnection(conn)
                 tx.runCommitHooks()
                 return value
             case .failure(let error):
                 if conn.isUsable && !conn.isIdle { _ = try? conn.execute("ROLLBACK") }
+                release(exclusive, on: conn)
                 gate.returnConnection(conn)
                 guard conn.sawConflict else { throw error }
                 guard retries < options.maxRetries else {
@@ -162,6 +171,18 @@ public final class PGPool: Sendable {
                 usleep(UInt32.random(in: 1_000...(5_000 * UInt32(retries))))
             }
         }
+    }
+}
+
+extension PGPool {
+    /// Releases the session advisory lock `key` taken for an exclusive transaction. A connection
+    /// that cannot say it released it is closed (the server then drops its locks), never reused
+    /// while holding a lock every other host would wait for.
+    func release(_ key: Int64?, on conn: PGConnection) {
+        guard let key, conn.isUsable else { return }
+        let released = (try? conn.execute("SELECT pg_advisory_unlock($1)", [.integer(key)]))?.scalar
+        if case .bool(true)? = released { return }
+        conn.close()
     }
 }
 

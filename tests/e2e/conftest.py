@@ -7,7 +7,7 @@ Backends: by default every server runs on SQLite in its data directory. With
 (`MOONBASE_DATABASE_URL`); a server started on an earlier server's data directory gets that
 server's database back, as it would get its SQLite file. Tests about SQLite itself (its file,
 WAL, backup, upgrade) carry `@pytest.mark.sqlite_only("why")` and are left out of a PostgreSQL
-run, as is every test outside `POSTGRES_SUBSET` while that list is set."""
+run; every other test runs on both backends."""
 import itertools
 import json
 import os
@@ -29,16 +29,6 @@ MASTER_KEY = "test-master-key-0123456789"
 BACKEND = os.environ.get("MOONBASE_TEST_BACKEND", "sqlite")
 if BACKEND not in ("sqlite", "postgres"):
     raise RuntimeError(f"MOONBASE_TEST_BACKEND must be sqlite or postgres, not {BACKEND!r}")
-
-# THE list of test files a PostgreSQL run is limited to, while the PostgreSQL document store and
-# its queries (the parts `moonbase serve --database` still lacks on this branch: the server
-# refuses to start on PostgreSQL and names them) are not merged. Set it to None once they are,
-# so the whole suite runs on both backends. (With them merged as they stood at 00:45 UTC, 362 of
-# the suite's 373 PostgreSQL-eligible tests passed.)
-POSTGRES_SUBSET = {
-    "test_postgres_cli.py",
-}
-
 
 class PGCluster:
     """The run's throw-away PostgreSQL cluster (started on first use) and its databases."""
@@ -103,7 +93,7 @@ def pytest_collection_modifyitems(config, items):
         mark = item.get_closest_marker("sqlite_only")
         if mark is not None and not (mark.args and mark.args[0]):
             raise pytest.UsageError(f"{item.nodeid}: sqlite_only needs a reason")
-        on_pg = mark is None and (POSTGRES_SUBSET is None or os.path.basename(str(item.fspath)) in POSTGRES_SUBSET)
+        on_pg = mark is None
         (keep if BACKEND == "sqlite" or on_pg else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -78,26 +78,3 @@ extension PostgresStore {
         throw ParseError(.internalError, "this build's PostgreSQL store does not implement DocumentStore yet")
     }
 }
-
-/// The document writes that may set internal (`_`-prefixed) fields, for the accounts side. The
-/// document part implements them on `PostgresStore`; until it does, these defaults refuse.
-protocol PostgresTrustedWrites {
-    func insert(_ className: String, fields: JSONObject, acl: JSONValue?, identity: Identity,
-                allowInternalFields: Bool) throws(ParseError) -> StoredObject
-    func update(_ className: String, objectId: String, changes: JSONObject, identity: Identity,
-                allowInternalFields: Bool) throws(ParseError) -> StoredObject
-}
-
-extension PostgresTrustedWrites {
-    func insert(_ className: String, fields: JSONObject, acl: JSONValue?, identity: Identity,
-                allowInternalFields: Bool) throws(ParseError) -> StoredObject {
-        throw ParseError(.internalError, "this build's PostgreSQL store cannot write documents yet")
-    }
-
-    func update(_ className: String, objectId: String, changes: JSONObject, identity: Identity,
-                allowInternalFields: Bool) throws(ParseError) -> StoredObject {
-        throw ParseError(.internalError, "this build's PostgreSQL store cannot write documents yet")
-    }
-}
-
-extension PostgresStore: PostgresTrustedWrites {}

@@ -19,8 +19,15 @@ extension PostgresStore {
 
     /// Runs `body` as one SERIALIZABLE transaction; store calls on this thread inside it join it.
     public func transaction<T>(_ body: () throws(ParseError) -> T) throws(ParseError) -> T {
-        try write(isolation: .serializable) { (_) throws(ParseError) -> T in try body() }
+        try write(isolation: .serializable, exclusive: true) { (_) throws(ParseError) -> T in try body() }
     }
+
+    /// The advisory lock key of multi-statement transactions (`transaction`): they run one at a
+    /// time across every host, like SQLite's single writer (`BEGIN IMMEDIATE`). Without it, a
+    /// burst of `db.transaction`s on one counter loses most SERIALIZABLE races, and a Lua body
+    /// that keeps state outside the database would be re-run on every retry; with it, only a
+    /// single-object write landing between them can still force the (rare) retry.
+    static let transactionLockKey: Int64 = 0x4D6F_6F6E_5458
 
     /// Runs `action` after the outermost transaction on this thread commits, or now without one.
     public func afterCommit(_ action: @escaping () -> Void) {
@@ -33,12 +40,12 @@ extension PostgresStore {
     /// the thread's transaction (a savepoint), or opens one at `isolation` and, as its last
     /// statements before COMMIT, numbers its change-feed rows (`recordChange`) in commit order.
     @discardableResult
-    public func write<T>(isolation: PGIsolation = .readCommitted,
+    public func write<T>(isolation: PGIsolation = .readCommitted, exclusive: Bool = false,
                          _ body: (PGTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         if pool.currentTransaction != nil { return try pool.transaction(body) }
         var tickets: [UInt64] = []
         defer { for t in tickets { publishOrder.finish(t, nil) } }
-        return try pool.transaction(isolation: isolation) { (tx) throws(ParseError) -> T in
+        return try pool.transaction(isolation: isolation, exclusive: exclusive ? Self.transactionLockKey : nil) { (tx) throws(ParseError) -> T in
             let value = try body(tx)
             if let t = try flushChanges(tx) { tickets.append(t) }
             return value
