@@ -56,20 +56,7 @@ extension PostgresStore {
                 }
                 try expander.expand(&objects, paths: q.include)
             }
-            if let keys = q.keys {
-                // Included pointers are kept whole unless `keys` names some of their fields.
-                let implied = q.include.filter { inc in !keys.contains { $0 == inc || $0.hasPrefix(inc + ".") } }
-                let tree = KeyTree(keys + implied)
-                objects = objects.map { tree.project($0) }
-            }
-            if !q.excludeKeys.isEmpty {
-                let paths = q.excludeKeys.map { $0.split(separator: ".").map(String.init) }
-                objects = objects.map { o in paths.reduce(o) { QueryExecutor.removing($1[...], from: $0) } }
-            }
-            if mainHook, let afterFind { objects = try afterFind(q.className, objects) }
-            var out = JSONWriter(capacity: 4096)
-            out.write(.array(objects.map { .object($0) }))
-            return FindResult(results: out.bytes, resultCount: objects.count, count: count)
+            return try QueryExecutor.finish(objects, q, count: count, afterFind: mainHook ? afterFind : nil)
         }
     }
 

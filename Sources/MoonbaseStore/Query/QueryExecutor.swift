@@ -139,6 +139,13 @@ public struct QueryExecutor {
             var expander = IncludeExpander(schemas: schemas, identity: identity, conn: conn, afterFind: afterFind)
             try expander.expand(&objects, paths: q.include)
         }
+        return try QueryExecutor.finish(objects, q, count: count, afterFind: mainHook ? afterFind : nil)
+    }
+
+    /// The last steps of a find on either backend, once rows are objects and includes are
+    /// expanded: `keys` / `excludeKeys` projection, the class's afterFind hook, the JSON array.
+    static func finish(_ rows: [JSONObject], _ q: FindQuery, count: Int?, afterFind: AfterFindHook?) throws(ParseError) -> FindResult {
+        var objects = rows
         if let keys = q.keys {
             // Included pointers are kept whole unless `keys` names some of their fields.
             let implied = q.include.filter { inc in !keys.contains { $0 == inc || $0.hasPrefix(inc + ".") } }
@@ -149,7 +156,7 @@ public struct QueryExecutor {
             let paths = q.excludeKeys.map { $0.split(separator: ".").map(String.init) }
             objects = objects.map { o in paths.reduce(o) { QueryExecutor.removing($1[...], from: $0) } }
         }
-        if mainHook, let afterFind { objects = try afterFind(q.className, objects) }
+        if let afterFind { objects = try afterFind(q.className, objects) }
         var w = JSONWriter(capacity: 4096)
         w.write(.array(objects.map { .object($0) }))
         return FindResult(results: w.bytes, resultCount: objects.count, count: count)
