@@ -338,9 +338,9 @@ extension PostgresSuite {
                     #expect((ordered ? b : b.sorted()) == expected, "\(w)")
                 }
             }
-            // Polygons: points within one, and polygons holding a point (edges count as inside).
-            // Checked by hand here: this test's SQLite store opens its read connection before
-            // registering mb_polygon_contains, so SQLite cannot answer these in this fixture.
+            // Polygons: points within one, and polygons holding a point (edges count as inside),
+            // checked against hand-worked answers on both backends (SQLite's `mb_polygon_contains`
+            // must reach the reader this thread opened when its store was created).
             let square = "[[39.9,-74.1],[39.9,-73.0],[41.1,-73.0],[41.1,-74.1]]"
             let triangle = "[[39.9,-74.1],[40.6,-74.1],[39.9,-73.4]]"
             try p.add("z1", #"{"name":"z1","area":{"__type":"Polygon","coordinates":\#(square)}}"#, className: "Zone")
@@ -358,7 +358,9 @@ extension PostgresSuite {
             ]
             for (cls, w, expected) in polygonCases {
                 let q = FindQuery(className: cls, where: try JSON.parse(w))
+                let a = try byId(try p.sqlite.find(q, identity: .master, afterFind: nil, afterFindApplies: nil)).sorted()
                 let b = try byId(try p.pg.find(q, identity: .master, afterFind: nil, afterFindApplies: nil)).sorted()
+                #expect(a == expected, "SQLite \(cls) \(w)")
                 #expect(b == expected, "\(cls) \(w)")
             }
             // An explicit order wins over nearest-first; limit and skip apply after it.

@@ -22,16 +22,19 @@ public final class SQLiteDocumentStore: DocumentStore {
     let schemaSource: CatalogSchemaSource
     var queries: QueryExecutor { QueryExecutor(schemas: schemaSource) }
 
-    /// Attaches a store to `database`: creates or upgrades the internal tables (`Migrator`),
-    /// loads the schema catalog, registers `mb_array_op`.
+    /// Attaches a store to `database`: registers the store's SQL functions (`mb_array_op`,
+    /// `mb_polygon_contains`), creates or upgrades the internal tables (`Migrator`), loads the
+    /// schema catalog. The functions come first: a connection gets the functions registered
+    /// before it opens, and loading the catalog opens this thread's reader (a CLI verb's queries
+    /// run on that thread, and `$polygon` failed there with "no such function").
     public init(database: Database, clock: any HostClock = SystemClock()) throws(ParseError) {
+        try database.register(arrayOpFunction)
+        try database.register(polygonContainsFunction)
         try Migrator.migrate(database)
         self.database = database
         self.context = StoreContext(catalog: try SchemaCatalog(database: database), clock: clock)
         self.schemaSource = CatalogSchemaSource(catalog: context.catalog)
         database.context = context
-        try database.register(arrayOpFunction)
-        try database.register(polygonContainsFunction)
     }
 
     // MARK: transactions
