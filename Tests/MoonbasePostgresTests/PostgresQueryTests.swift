@@ -441,7 +441,7 @@ extension PostgresSuite {
             func writable(_ w: String, _ id: Identity) throws -> [String] {
                 let byId = Dictionary(uniqueKeysWithValues: p.ids.map { ($1, $0) })
                 return try p.pg.pool.withConnection { (c) throws(ParseError) -> [String] in
-                    try PostgresQuery.writableIds("Post", where: try JSON.parse(w), op: .delete, identity: id, on: c)
+                    try PostgresQuery.writableIds("Post", where: try JSON.parse(w), op: .delete, identity: id, store: p.pg, on: c)
                 }.map { byId[$0] ?? "?" }.sorted()
             }
             #expect(try writable("{}", .master) == ["a", "b", "c", "d", "e", "f", "g", "h"])

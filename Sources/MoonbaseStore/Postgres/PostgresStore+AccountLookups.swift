@@ -9,9 +9,8 @@ import MoonbasePostgres
 /// in the change feed like every delete.
 extension PostgresStore {
     public func prepareAccounts() throws(ParseError) {
-        let docs = try documentStore()
-        try docs.setIndexes("_User", ["auth_username": ["fields": ["username": 1], "unique": true]])
-        try docs.setIndexes("_Session", [
+        try setIndexes("_User", ["auth_username": ["fields": ["username": 1], "unique": true]])
+        try setIndexes("_Session", [
             "auth_token": ["fields": ["sessionTokenHash": 1], "unique": true],
             "auth_refresh": ["refreshTokenHash": 1],
             "auth_user": ["user": 1],
@@ -41,7 +40,7 @@ extension PostgresStore {
             try c.execute("SELECT objectId FROM \(Naming.table(className)) WHERE \(filter) LIMIT 1", [.text(value)]).scalar?.string
         }
         guard let id else { return nil }
-        return try documentStore().fetchRaw(className, objectId: id)
+        return try fetchRaw(className, objectId: id)
     }
 
     public func insertUser(fields: JSONObject, acl: JSONValue?) throws(ParseError) -> StoredObject {
@@ -56,7 +55,7 @@ extension PostgresStore {
         var w = JSONObject()
         w["user"] = .object(["__type": "Pointer", "className": "_User", "objectId": .string(userId)])
         if let sessionId { w["objectId"] = .object(["$ne": .string(sessionId)]) }
-        return try documentStore().deleteWhere("_Session", where: .object(w), identity: .master)
+        return try deleteWhere("_Session", where: .object(w), identity: .master)
     }
 
     /// Sessions whose token expired and whose refresh token (when they have one) expired too.
@@ -67,14 +66,6 @@ extension PostgresStore {
             "$or": .array([.object(["refreshExpiresAt": .object(["$exists": false])]),
                            .object(["refreshExpiresAt": .object(["$lte": date])])]),
         ])
-        return try documentStore().deleteWhere("_Session", where: w, identity: .master)
-    }
-
-    /// This store as the `DocumentStore` the account and job-history methods build on.
-    /// - Throws: 1 when this build's `PostgresStore` does not implement it yet.
-    func documentStore() throws(ParseError) -> any DocumentStore {
-        let me: Any = self
-        if let docs = me as? any DocumentStore { return docs }
-        throw ParseError(.internalError, "this build's PostgreSQL store does not implement DocumentStore yet")
+        return try deleteWhere("_Session", where: w, identity: .master)
     }
 }

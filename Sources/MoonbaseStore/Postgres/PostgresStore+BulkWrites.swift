@@ -13,7 +13,7 @@ extension PostgresStore {
         try checkCLP(.delete, className, identity)
         guard schema(className) != nil else { return 0 }
         return try write { (tx) throws(ParseError) -> Int in
-            let ids = try PostgresQuery.writableIds(className, where: w, op: .delete, identity: identity, on: tx.connection)
+            let ids = try PostgresQuery.writableIds(className, where: w, op: .delete, identity: identity, store: self, on: tx.connection)
             // The rows were permission-checked and locked above: delete them as master.
             for id in ids { try delete(className, objectId: id, identity: .master) }
             return ids.count
@@ -32,7 +32,7 @@ extension PostgresStore {
             }
         }
         return try write { (tx) throws(ParseError) -> Int in
-            let ids = try PostgresQuery.writableIds(className, where: w, op: .update, identity: identity, on: tx.connection)
+            let ids = try PostgresQuery.writableIds(className, where: w, op: .update, identity: identity, store: self, on: tx.connection)
             for id in ids { try update(className, objectId: id, changes: changes, identity: .master) }
             return ids.count
         }

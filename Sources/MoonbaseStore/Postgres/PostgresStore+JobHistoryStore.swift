@@ -9,18 +9,17 @@ extension PostgresStore {
 
     public func updateRunningJobRun(_ runId: String, changes: JSONObject) throws(ParseError) -> Bool {
         let w: JSONValue = .object(["objectId": .string(runId), "status": "running"])
-        return try documentStore().updateWhere(Self.jobStatusClass, where: w, changes: changes, identity: .master) > 0
+        return try updateWhere(Self.jobStatusClass, where: w, changes: changes, identity: .master) > 0
     }
 
     public func updateRunningJobRuns(changes: JSONObject) throws(ParseError) -> Int {
-        let docs = try documentStore()
-        guard docs.schema(Self.jobStatusClass) != nil else { return 0 }
-        return try docs.updateWhere(Self.jobStatusClass, where: .object(["status": "running"]), changes: changes, identity: .master)
+        guard schema(Self.jobStatusClass) != nil else { return 0 }
+        return try updateWhere(Self.jobStatusClass, where: .object(["status": "running"]), changes: changes, identity: .master)
     }
 
     /// Keeps the newest `keep` runs of `job` (by creation, then id) and the running ones.
     public func pruneJobHistory(job: String, keep: Int) throws(ParseError) {
-        guard try documentStore().schema(Self.jobStatusClass) != nil else { return }
+        guard schema(Self.jobStatusClass) != nil else { return }
         try pool.withConnection { (c) throws(ParseError) in
             try c.execute("""
                 DELETE FROM "_JobStatus" WHERE data->>'jobName' = $1 AND data->>'status' <> 'running'

@@ -15,23 +15,16 @@ import MoonbaseSQLite
 extension PostgresStore {
     public func find(_ q: FindQuery, identity: Identity, afterFind givenHook: AfterFindHook?,
                      afterFindApplies: ((String) -> Bool)?) throws(ParseError) -> FindResult {
-        var afterFind: AfterFindHook? = givenHook
-        if let hook = givenHook, let applies = afterFindApplies {
-            afterFind = { (cls: String, objs: [JSONObject]) throws(ParseError) -> [JSONObject] in
-                if applies(cls) { return try hook(cls, objs) }
-                return objs
-            }
-        }
-        let mainHook = givenHook != nil && (afterFindApplies?(q.className) ?? true)
-        guard Naming.isValidClassName(q.className) else { throw ParseError(.invalidClassName, "invalid class name: \(q.className)") }
+        let (afterFind, mainHook) = QueryExecutor.scopedAfterFind(givenHook, applies: afterFindApplies, mainClass: q.className)
+        try Naming.requireValidClassName(q.className)
         try ProtectedFields.check(q.className, where: q.whereClause, order: q.order, identity: identity)
         return try pool.withConnection { (conn) throws(ParseError) -> FindResult in
-            guard let schema = try PostgresQuery.classSchema(q.className, on: conn) else {
+            guard let schema = try lookupSchema(q.className, on: conn) else {
                 // Parse answers an empty list for a class that has no objects yet.
-                _ = try PostgresQuery.compiler(QuerySchema(className: q.className, fields: [:]), identity: identity, on: conn).compile(q.whereClause)
+                _ = try PostgresQuery.compiler(QuerySchema(className: q.className, fields: [:]), identity: identity, store: self, on: conn).compile(q.whereClause)
                 return FindResult(results: Array("[]".utf8), resultCount: 0, count: q.count ? 0 : nil)
             }
-            let (w, compiled) = try PostgresQuery.filter(schema, q.whereClause, q.operation, identity, on: conn)
+            let (w, compiled) = try PostgresQuery.filter(schema, q.whereClause, q.operation, identity, store: self, on: conn)
             let table = Naming.table(q.className)
             var count: Int?
             if q.count {
@@ -52,7 +45,7 @@ extension PostgresStore {
             for row in res.rows { objects.append(try PostgresQuery.object(row, className: q.className, identity: identity)) }
             if !q.include.isEmpty {
                 var expander = IncludeExpander(afterFind: afterFind) { (cls: String, ids: [String]) throws(ParseError) -> [JSONObject] in
-                    try PostgresQuery.fetchByIds(cls, ids, identity: identity, on: conn)
+                    try PostgresQuery.fetchByIds(cls, ids, identity: identity, store: self, on: conn)
                 }
                 try expander.expand(&objects, paths: q.include)
             }
@@ -62,10 +55,10 @@ extension PostgresStore {
 
     public func count(_ className: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> Int {
         try ProtectedFields.check(className, where: w, identity: identity)
-        guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
+        try Naming.requireValidClassName(className)
         return try pool.withConnection { (conn) throws(ParseError) -> Int in
-            guard let schema = try PostgresQuery.classSchema(className, on: conn) else { return 0 }
-            let (f, _) = try PostgresQuery.filter(schema, w, .count, identity, on: conn)
+            guard let schema = try lookupSchema(className, on: conn) else { return 0 }
+            let (f, _) = try PostgresQuery.filter(schema, w, .count, identity, store: self, on: conn)
             return try PostgresQuery.count(Naming.table(className), f, on: conn)
         }
     }
@@ -74,10 +67,10 @@ extension PostgresStore {
     /// and null values left out), as on SQLite.
     public func distinct(_ className: String, field: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> [JSONValue] {
         try ProtectedFields.check(className, where: w, field: field, identity: identity)
-        guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
+        try Naming.requireValidClassName(className)
         return try pool.withConnection { (conn) throws(ParseError) -> [JSONValue] in
-            guard let schema = try PostgresQuery.classSchema(className, on: conn) else { return [] }
-            let (f, _) = try PostgresQuery.filter(schema, w, .find, identity, on: conn)
+            guard let schema = try lookupSchema(className, on: conn) else { return [] }
+            let (f, _) = try PostgresQuery.filter(schema, w, .find, identity, store: self, on: conn)
             let ref = try FieldRef(path: field, schema: schema.querySchema)
             let table = Naming.table(className)
             let sql: String
@@ -106,35 +99,17 @@ extension PostgresStore {
 
 /// The PostgreSQL statement parts of the query side (see `PostgresStore.find`).
 enum PostgresQuery {
-    static func compiler(_ schema: QuerySchema, identity: Identity, on conn: PGConnection) -> QueryCompiler {
+    static func compiler(_ schema: QuerySchema, identity: Identity, store: PostgresStore, on conn: PGConnection) -> QueryCompiler {
         let ctx = SubqueryContext(identity: identity) { (cls: String) throws(ParseError) -> ClassSchema? in
-            try PostgresQuery.classSchema(cls, on: conn)
+            try store.lookupSchema(cls, on: conn)
         }
         return QueryCompiler(schema: schema, subqueries: ctx, dialect: .postgres)
     }
 
-    /// The class's schema from `_mb_schema`, or nil when the class or its table does not exist.
-    /// Read here until the PostgreSQL schema catalog (document side) lands; switch to it then.
-    static func classSchema(_ className: String, on conn: PGConnection) throws(ParseError) -> ClassSchema? {
-        let r = try conn.execute("SELECT fields, indexes, clp FROM _mb_schema WHERE className = $1 AND to_regclass($2) IS NOT NULL",
-                                 [.text(className), .text(Naming.table(className))])
-        guard let row = r.rows.first else { return nil }
-        func json(_ i: Int) throws(ParseError) -> JSONValue {
-            switch row.values[i] {
-            case .text(let s): return try JSON.parse(Array(s.utf8))
-            case .json(let b): return try JSON.parse(b)
-            default: return .object([:])
-            }
-        }
-        let (fields, order) = ClassSchema.parseFields(try json(0))
-        return ClassSchema(className: className, fields: fields, fieldOrder: order,
-                           indexes: try json(1).objectValue ?? [:], clp: try json(2).objectValue ?? [:])
-    }
-
     /// The compiled `where` AND the read filter of `identity` (ACL and pointer permissions).
     static func filter(_ schema: ClassSchema, _ whereClause: JSONValue?, _ op: ClassOperation,
-                       _ identity: Identity, on conn: PGConnection) throws(ParseError) -> (QueryCompiler.Frag, CompiledWhere) {
-        let c = try compiler(schema.querySchema, identity: identity, on: conn).compile(whereClause)
+                       _ identity: Identity, store: PostgresStore, on conn: PGConnection) throws(ParseError) -> (QueryCompiler.Frag, CompiledWhere) {
+        let c = try compiler(schema.querySchema, identity: identity, store: store, on: conn).compile(whereClause)
         var parts = [QueryCompiler.Frag(c.sql, c.binds)]
         if let acl = aclFilter(identity) { parts.append(acl) }
         if case .pointerFields(let fields) = ClassPermissions.access(schema.clp, op, identity), let uid = identity.userId {
@@ -221,12 +196,12 @@ enum PostgresQuery {
 
     /// The objects of `className` among `ids` that `identity` may `get` (class permission, ACL,
     /// pointer permissions), for `include`; none when the class does not exist.
-    static func fetchByIds(_ className: String, _ ids: [String], identity: Identity, on conn: PGConnection) throws(ParseError) -> [JSONObject] {
+    static func fetchByIds(_ className: String, _ ids: [String], identity: Identity, store: PostgresStore, on conn: PGConnection) throws(ParseError) -> [JSONObject] {
         guard Naming.isValidClassName(className) else { return [] }
         if !identity.isMaster && ClassPermissions.masterOnlyClasses.contains(className) { return [] }
-        guard let schema = try classSchema(className, on: conn) else { return [] }
+        guard let schema = try store.lookupSchema(className, on: conn) else { return [] }
         guard identity.isMaster || ClassPermissions.allows(schema.clp, .get, identity) else { return [] }
-        let (f, _) = try filter(schema, nil, .get, identity, on: conn)
+        let (f, _) = try filter(schema, nil, .get, identity, store: store, on: conn)
         var out: [JSONObject] = []
         var start = 0
         while start < ids.count {
@@ -245,10 +220,10 @@ enum PostgresQuery {
     /// (`.update`/`.delete`: the ACL's writers and pointer permissions), locked `FOR UPDATE` for
     /// the surrounding transaction: the query half of `deleteWhere`/`updateWhere`.
     static func writableIds(_ className: String, where whereClause: JSONValue?, op: ClassOperation, identity: Identity,
-                            on conn: PGConnection) throws(ParseError) -> [String] {
-        guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
-        guard let schema = try classSchema(className, on: conn) else { return [] }
-        let c = try compiler(schema.querySchema, identity: identity, on: conn).compile(whereClause)
+                            store: PostgresStore, on conn: PGConnection) throws(ParseError) -> [String] {
+        try Naming.requireValidClassName(className)
+        guard let schema = try store.lookupSchema(className, on: conn) else { return [] }
+        let c = try compiler(schema.querySchema, identity: identity, store: store, on: conn).compile(whereClause)
         var parts = [QueryCompiler.Frag(c.sql, c.binds)]
         if !identity.isMaster {
             let principals = ["*"] + ACLs.principals(identity)

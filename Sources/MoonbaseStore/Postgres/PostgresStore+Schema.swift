@@ -20,12 +20,17 @@ extension PostgresStore {
 
     /// The schema of `className` as the calling thread sees it (its open transaction's staged
     /// changes included), or nil when the class does not exist.
-    public func schema(_ className: String) -> ClassSchema? {
+    public func schema(_ className: String) -> ClassSchema? { try? lookupSchema(className) }
+
+    /// `schema`, with storage errors thrown rather than read as "no such class" (queries need
+    /// the difference). `conn`: a connection the caller already holds (a query in progress),
+    /// so a cache miss reads through it instead of taking a second one from the pool.
+    func lookupSchema(_ className: String, on conn: PGConnection? = nil) throws(ParseError) -> ClassSchema? {
         if let tx = pool.currentTransaction, let s = pendingSchemas(tx)[className] { return s }
         schemaWatch.ensureStarted(url: url, cache: schemaCache)
         if let s = schemaCache.get(className) { return s }
         guard Naming.isValidClassName(className) else { return nil }
-        return try? loadSchema(className, lock: false)
+        return try loadSchema(className, lock: false, on: conn)
     }
 
     /// `GET /parse/schemas/CLASS` JSON, or nil when the class does not exist.
@@ -86,10 +91,10 @@ extension PostgresStore {
 
     /// Reads one class's row (with `lock`: `FOR UPDATE`, inside the caller's transaction) and
     /// caches it when read outside a transaction.
-    func loadSchema(_ className: String, lock: Bool) throws(ParseError) -> ClassSchema? {
+    func loadSchema(_ className: String, lock: Bool, on conn: PGConnection? = nil) throws(ParseError) -> ClassSchema? {
         let cacheable = pool.currentTransaction == nil && schemaWatch.isListening
         let generation = schemaCache.generation
-        let s = try pool.withConnection { (c) throws(ParseError) -> ClassSchema? in
+        let read = { (c: PGConnection) throws(ParseError) -> ClassSchema? in
             let r = try c.execute("SELECT fields, indexes, clp FROM _mb_schema WHERE className = $1" + (lock ? " FOR UPDATE" : ""),
                                   [.text(className)])
             guard let row = r.rows.first else { return nil }
@@ -98,6 +103,8 @@ extension PostgresStore {
             let clp = try JSON.parse(Array((row[2].string ?? "{}").utf8)).objectValue ?? [:]
             return ClassSchema(className: className, fields: fields, fieldOrder: order, indexes: indexes, clp: clp)
         }
+        let s: ClassSchema?
+        if let conn { s = try read(conn) } else { s = try pool.withConnection(read) }
         if let s, cacheable { schemaCache.put(s, ifGeneration: generation) }
         return s
     }

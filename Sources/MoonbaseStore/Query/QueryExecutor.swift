@@ -85,15 +85,8 @@ public struct QueryExecutor {
     /// - Throws: 102/105/111 for bad queries (see `QueryCompiler`), 1 for storage failures.
     public func find(_ q: FindQuery, identity: Identity, on conn: Connection, afterFind givenHook: AfterFindHook? = nil,
                      afterFindApplies: ((String) -> Bool)? = nil) throws(ParseError) -> FindResult {
-        var afterFind: AfterFindHook? = givenHook
-        if let hook = givenHook, let applies = afterFindApplies {
-            afterFind = { (cls: String, objs: [JSONObject]) throws(ParseError) -> [JSONObject] in
-                if applies(cls) { return try hook(cls, objs) }
-                return objs
-            }
-        }
-        let mainHook = givenHook != nil && (afterFindApplies?(q.className) ?? true)
-        guard Naming.isValidClassName(q.className) else { throw ParseError(.invalidClassName, "invalid class name: \(q.className)") }
+        let (afterFind, mainHook) = QueryExecutor.scopedAfterFind(givenHook, applies: afterFindApplies, mainClass: q.className)
+        try Naming.requireValidClassName(q.className)
         try ProtectedFields.check(q.className, where: q.whereClause, order: q.order, identity: identity)
         guard let schema = try schemas.querySchema(q.className, on: conn) else {
             // Parse answers an empty list for a class that has no objects yet.
@@ -142,6 +135,19 @@ public struct QueryExecutor {
         return try QueryExecutor.finish(objects, q, count: count, afterFind: mainHook ? afterFind : nil)
     }
 
+    /// `afterFind` limited to the classes `applies` names (every class when nil), and whether it
+    /// runs on the queried class's own results (`mainClass`), on either backend.
+    static func scopedAfterFind(_ hook: AfterFindHook?, applies: ((String) -> Bool)?,
+                                mainClass: String) -> (hook: AfterFindHook?, main: Bool) {
+        guard let hook else { return (nil, false) }
+        guard let applies else { return (hook, true) }
+        let scoped: AfterFindHook = { (cls: String, objs: [JSONObject]) throws(ParseError) -> [JSONObject] in
+            if applies(cls) { return try hook(cls, objs) }
+            return objs
+        }
+        return (scoped, applies(mainClass))
+    }
+
     /// The last steps of a find on either backend, once rows are objects and includes are
     /// expanded: `keys` / `excludeKeys` projection, the class's afterFind hook, the JSON array.
     static func finish(_ rows: [JSONObject], _ q: FindQuery, count: Int?, afterFind: AfterFindHook?) throws(ParseError) -> FindResult {
@@ -187,7 +193,7 @@ public struct QueryExecutor {
     /// Number of objects matching `where` that `identity` may read.
     public func count(className: String, where whereClause: JSONValue?, identity: Identity, on conn: Connection) throws(ParseError) -> Int {
         try ProtectedFields.check(className, where: whereClause, identity: identity)
-        guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
+        try Naming.requireValidClassName(className)
         guard let schema = try schemas.querySchema(className, on: conn) else { return 0 }
         let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(schemas: schemas, identity: identity, conn: conn))
             .compile(whereClause)
@@ -201,7 +207,7 @@ public struct QueryExecutor {
     public func distinct(className: String, field: String, where whereClause: JSONValue?, identity: Identity,
                          on conn: Connection) throws(ParseError) -> [JSONValue] {
         try ProtectedFields.check(className, where: whereClause, field: field, identity: identity)
-        guard Naming.isValidClassName(className) else { throw ParseError(.invalidClassName, "invalid class name: \(className)") }
+        try Naming.requireValidClassName(className)
         guard let schema = try schemas.querySchema(className, on: conn) else { return [] }
         let compiled = try QueryCompiler(schema: schema, subqueries: SubqueryContext(schemas: schemas, identity: identity, conn: conn))
             .compile(whereClause)

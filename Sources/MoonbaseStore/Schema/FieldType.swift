@@ -1,3 +1,4 @@
+import MoonbaseCore
 import MoonbaseJSON
 
 /// The type a field took with its first value; later writes must match it (111 otherwise).
@@ -54,6 +55,11 @@ public enum Naming {
     public static func isValidClassName(_ name: String) -> Bool {
         if systemClasses.contains(name) { return true }
         return isIdentifier(name, maxLength: 64) && !name.contains("__") && !isReservedTableName(name)
+    }
+
+    /// Throws 103 "invalid class name" unless `isValidClassName` (queries on either backend).
+    public static func requireValidClassName(_ name: String) throws(ParseError) {
+        guard isValidClassName(name) else { throw ParseError(.invalidClassName, "invalid class name: \(name)") }
     }
 
     /// `^[A-Za-z][A-Za-z0-9_]*$`, at most 64 characters.
