@@ -64,6 +64,7 @@ public final class Scheduler: Sendable {
         var running: [String: Running] = [:]
         var accepting = true
         var started = false
+        var recovered = false
         var timerStop = false
         var chores: [Chore] = []
     }
@@ -118,8 +119,21 @@ public final class Scheduler: Sendable {
     /// The loaded schedules, in file order.
     public var entries: [CronEntry] { state.withLock { $0.slots.map(\.entry) } }
 
-    /// Starts the service: crash recovery, `@reboot` schedules, then (unless `runTimer` is
-    /// false, as in tests) the timer thread. Calling it again does nothing.
+    /// Crash recovery: marks the runs a crash left `running` as failed. The server calls it
+    /// before it accepts requests, so no client reads a dead run as running or is refused a
+    /// start by it; `start` calls it too. Only the first call does anything.
+    public func recoverInterruptedRuns() {
+        let first = state.withLock { s in
+            defer { s.recovered = true }
+            return !s.recovered
+        }
+        guard first else { return }
+        let recovered = recorder.failInterruptedRuns(at: clock.nowMillis())
+        if recovered > 0 { Log.warn("cron: marked \(recovered) interrupted job run(s) failed") }
+    }
+
+    /// Starts the service: crash recovery (unless done already), `@reboot` schedules, then
+    /// (unless `runTimer` is false, as in tests) the timer thread. Calling it again does nothing.
     @discardableResult
     public func start(runTimer: Bool = true) -> [Fired] {
         let first = state.withLock { s in
@@ -127,9 +141,8 @@ public final class Scheduler: Sendable {
             return !s.started
         }
         guard first else { return [] }
+        recoverInterruptedRuns()
         let now = clock.nowMillis()
-        let recovered = recorder.failInterruptedRuns(at: now)
-        if recovered > 0 { Log.warn("cron: marked \(recovered) interrupted job run(s) failed") }
         let reboots = state.withLock { s in s.slots.filter { $0.entry.expression.isReboot }.map(\.entry) }
         let fired = reboots.map { fire($0.job, params: $0.params, source: .cron, location: $0.location, at: now) }
         if runTimer { JobThread.spawn { [self] in timerLoop() } }

@@ -84,6 +84,8 @@ enum ServeCommand {
             httpConfig.maxUpgradedConnections = live.config.maxConnections
             server = try HTTPServer(config: httpConfig, handler: host.api, upgrader: live)
             live.attach(server)
+            // Runs a crash left `running` are failed before the first request can read them.
+            s.jobs.scheduler.recoverInterruptedRuns()
             try server.start()
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
