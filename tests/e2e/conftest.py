@@ -7,7 +7,9 @@ Backends: by default every server runs on SQLite in its data directory. With
 (`MOONBASE_DATABASE_URL`); a server started on an earlier server's data directory gets that
 server's database back, as it would get its SQLite file. Tests about SQLite itself (its file,
 WAL, backup, upgrade) carry `@pytest.mark.sqlite_only("why")` and are left out of a PostgreSQL
-run; every other test runs on both backends."""
+run; tests about several hosts sharing one database carry `@pytest.mark.postgres_only("why")`
+and run in the PostgreSQL run only (`make test` runs both); every other test runs on both
+backends."""
 import itertools
 import json
 import os
@@ -85,16 +87,21 @@ class PGCluster:
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only(reason): the test is about SQLite itself; "
                                        "a PostgreSQL run leaves it out")
+    config.addinivalue_line("markers", "postgres_only(reason): the test needs several hosts on one "
+                                       "PostgreSQL database; a SQLite run leaves it out")
 
 
 def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
-        mark = item.get_closest_marker("sqlite_only")
-        if mark is not None and not (mark.args and mark.args[0]):
-            raise pytest.UsageError(f"{item.nodeid}: sqlite_only needs a reason")
-        on_pg = mark is None
-        (keep if BACKEND == "sqlite" or on_pg else drop).append(item)
+        only = {}
+        for name in ("sqlite_only", "postgres_only"):
+            mark = item.get_closest_marker(name)
+            if mark is not None and not (mark.args and mark.args[0]):
+                raise pytest.UsageError(f"{item.nodeid}: {name} needs a reason")
+            only[name] = mark is not None
+        wanted = not only["postgres_only"] if BACKEND == "sqlite" else not only["sqlite_only"]
+        (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
@@ -278,6 +285,21 @@ def server_factory():
     for s in servers:
         s.stop()
         s.cleanup()
+
+
+@pytest.fixture
+def host_factory(server_factory):
+    """Several hosts on one PostgreSQL database (tests marked `postgres_only`): each host has
+    its own data, functions and cron directories; `make(**kw)` makes the first, `make(like=a,
+    **kw)` another on a's database. Not started: call `.start()`."""
+
+    def make(like=None, env=None, **kw):
+        env = dict(env or {})
+        if like is not None:
+            env["MOONBASE_DATABASE_URL"] = like.env["MOONBASE_DATABASE_URL"]
+        return server_factory(env=env, **kw)
+
+    return make
 
 
 @pytest.fixture
