@@ -94,9 +94,6 @@ async def follow(user, app, ada_id):
     return box
 
 
-# On PostgreSQL this failed once in three runs (a `leave` event of another object arrived where
-# the test waited for its own): an open defect in realtime delivery order on that backend.
-@pytest.mark.sqlite_only("event order not yet stable on PostgreSQL (open defect)")
 def test_members_receive_locations_sos_journeys_chat_and_the_stranger_nothing(app):
     ada, ben, eve = User(app, "ada"), User(app, "ben"), User(app, "eve")
     fam = group_of(app, ada, "Family", ben)

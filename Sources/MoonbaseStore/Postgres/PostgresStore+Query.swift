@@ -233,7 +233,11 @@ enum PostgresQuery {
             parts.append(pointerCondition(fields, userId: uid))
         }
         let w = QueryCompiler.pgFinal(QueryCompiler.pgAnd(parts))
-        let r = try run("SELECT t.objectId FROM \(Naming.table(className)) t WHERE \(w.sql) ORDER BY t.objectId FOR UPDATE", w.binds, on: conn)
+        // Creation order, as SQLite's rowid order visits them: a bulk write's change events (and
+        // so its realtime events) come in the same order on both backends. A total order also
+        // makes concurrent bulk writes lock rows in the same sequence (no deadlock between them).
+        let r = try run("SELECT t.objectId FROM \(Naming.table(className)) t WHERE \(w.sql) ORDER BY t.createdAt, t.objectId FOR UPDATE",
+                        w.binds, on: conn)
         return r.rows.compactMap { $0.values.first?.string }
     }
 
