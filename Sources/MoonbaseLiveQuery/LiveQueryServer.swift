@@ -78,6 +78,10 @@ public final class LiveQueryServer: HTTPUpgradeHandler, WebSocketDelegate, @unch
             return .refuse(.parseError(status: 503, code: .internalError, message: "server is shutting down"))
         }
         let ip = request.remoteAddress
+        // The connection is counted from this decision on, not from `upgraded`: the 101 reaches
+        // the client before libmicrohttpd hands the socket over, and a client opening its next
+        // socket at once must already be counted against the caps (`upgradeAbandoned` gives
+        // the slot back if the upgrade never happens).
         let refusal = counts.withLock { c -> HTTPResponse? in
             if c.total >= config.maxConnections {
                 return .parseError(status: 503, code: .internalError,
@@ -87,6 +91,8 @@ public final class LiveQueryServer: HTTPUpgradeHandler, WebSocketDelegate, @unch
                 return .parseError(status: 429, code: .requestLimitExceeded,
                                    message: "too many realtime connections from this address (limit \(config.maxConnectionsPerIP))")
             }
+            c.total += 1
+            c.byIP[ip, default: 0] += 1
             return nil
         }
         if let refusal { return .refuse(refusal) }
@@ -99,10 +105,6 @@ public final class LiveQueryServer: HTTPUpgradeHandler, WebSocketDelegate, @unch
         let client = LiveClient(server: self, connection: ws, clientId: Random.alphanumeric(16),
                                 ip: request.remoteAddress)
         ws.attachment.withLock { $0 = client }
-        counts.withLock { c in
-            c.total += 1
-            c.byIP[request.remoteAddress, default: 0] += 1
-        }
         loops[Int(id % UInt64(loops.count))].add(ws)
     }
 
@@ -122,15 +124,21 @@ public final class LiveQueryServer: HTTPUpgradeHandler, WebSocketDelegate, @unch
                                                     reconnect: false))
     }
 
+    public func upgradeAbandoned(_ request: HTTPRequest) { release(ip: request.remoteAddress) }
+
     public func closed(_ connection: WebSocketConnection) {
         guard let c = client(connection) else { return }
         connection.attachment.withLock { $0 = nil }
-        let ip = connection.remoteAddress
+        release(ip: connection.remoteAddress)
+        c.connectionClosed()
+    }
+
+    /// Gives back a connection's place under the total and per-address caps.
+    private func release(ip: String) {
         counts.withLock { k in
             k.total -= 1
             if let n = k.byIP[ip] { k.byIP[ip] = n > 1 ? n - 1 : nil }
         }
-        c.connectionClosed()
     }
 
     // MARK: per-user caps (worker threads)

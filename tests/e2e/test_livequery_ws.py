@@ -300,6 +300,39 @@ def test_connection_caps(server_factory):
     run(go())
 
 
+def test_address_cap_counts_a_socket_from_its_101(server_factory):
+    """A client that opens its next socket the moment the previous handshake's 101 arrives is
+    counted against the per-address cap already: with a cap of 2, the third of three sockets
+    opened back to back is always refused, however the server's threads are scheduled."""
+    server = server_factory(env={"MOONBASE_LIVEQUERY_MAX_PER_IP": "2", "MOONBASE_IO_THREADS": "4"}).start()
+
+    async def two_sockets():
+        # The previous round's closes reach the server a moment after the client's: retry.
+        deadline = time.time() + 20
+        while True:
+            held = []
+            try:
+                for _ in range(2):
+                    held.append(await websockets.connect(ws_url(server)))
+                return held
+            except websockets.InvalidStatus:
+                for ws in held:
+                    await ws.close()
+                assert time.time() < deadline, "closed sockets were never given back"
+                await asyncio.sleep(0.05)
+
+    async def go():
+        for _ in range(30):
+            held = await two_sockets()
+            with pytest.raises(websockets.InvalidStatus) as e:
+                extra = await websockets.connect(ws_url(server))
+                await extra.close()
+            assert e.value.response.status_code == 429
+            for ws in held:
+                await ws.close()
+    run(go())
+
+
 def test_thousand_connections_dropped_abruptly(server):
     base = rss_anon_kib(server.proc.pid)
 

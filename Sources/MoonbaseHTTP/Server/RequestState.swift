@@ -66,6 +66,9 @@ final class RequestState: WorkItem, @unchecked Sendable {
     var answeredStatus = 0
     /// Switched protocols: no longer counted in `ServerCore.inFlight`.
     var upgraded = false
+    /// The upgrade handler accepted the request (it may have reserved a slot for it; see
+    /// `HTTPUpgradeHandler.upgradeAbandoned`).
+    var upgradeAccepted = false
 
     init(core: ServerCore, connection: OpaquePointer, request: HTTPRequest, bodyLimit: Int) {
         self.core = core

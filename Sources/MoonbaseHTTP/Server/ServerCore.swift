@@ -162,6 +162,9 @@ final class ServerCore: Sendable {
         if state.answeredStatus != 101, let ctx = connectionContext(state.connection) { deadlines.requestDone(ctx) }
         leaveSuspended(state)
         if !state.upgraded { inFlight.subtract(1, ordering: .relaxed) }
+        // libmicrohttpd reports an upgraded request complete only once its socket is given
+        // back, so `upgraded` is settled here.
+        if state.upgradeAccepted && !state.upgraded { upgrader?.upgradeAbandoned(state.request) }
     }
 
     private func leaveSuspended(_ state: RequestState) {

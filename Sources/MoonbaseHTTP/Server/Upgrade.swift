@@ -19,6 +19,10 @@ public protocol HTTPUpgradeHandler: Sendable {
     func upgradeDecision(_ request: HTTPRequest) -> HTTPUpgradeDecision?
     /// The 101 went out: the socket now belongs to the handler until it calls `close()`.
     func upgraded(_ socket: UpgradedSocket, request: HTTPRequest)
+    /// An accepted request ended without becoming an upgraded socket (the client went away
+    /// before the 101 was sent, or it could not be queued): undo what `upgradeDecision`
+    /// reserved for it. Called at most once per accepted request, never after `upgraded`.
+    func upgradeAbandoned(_ request: HTTPRequest)
 }
 
 public enum HTTPUpgradeDecision: Sendable {
@@ -73,6 +77,7 @@ extension ServerCore {
             return answer(state, response, close: true)
         case .accept(let name, let headers):
             state.phase = .answered
+            state.upgradeAccepted = true
             let cls = Unmanaged.passUnretained(self).toOpaque()
             guard let r = MHD_create_response_for_upgrade(mhdUpgraded, cls) else { return .NO }
             defer { MHD_destroy_response(r) }
