@@ -85,6 +85,22 @@ public enum PostgresMigrator {
           RETURN NULL;
         END $$;
         """,
+        // 3: the GiST index of every GeoPoint field of a class made before geo indexes existed
+        // (new fields get theirs when they are added: PostgresLayout.geoIndexDDL, whose
+        // expression this must spell the same way for queries to use it).
+        """
+        DO $$
+        DECLARE r record;
+        BEGIN
+          FOR r IN SELECT s.className AS cls, f.key AS field
+                   FROM _mb_schema s, jsonb_each(s.fields::jsonb) f
+                   WHERE f.value ->> 'type' = 'GeoPoint' AND to_regclass(format('%I', s.className)) IS NOT NULL LOOP
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I USING gist (point((data #>> %L)::float8, (data #>> %L)::float8))',
+                           r.cls || '__geo__' || r.field, r.cls,
+                           '{' || r.field || ',longitude}', '{' || r.field || ',latitude}');
+          END LOOP;
+        END $$;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction, and returns the

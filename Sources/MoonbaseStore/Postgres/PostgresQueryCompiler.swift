@@ -227,9 +227,14 @@ extension QueryCompiler {
         let (lat, lng) = Self.pgLatLng(g.field)
         if depth == 0, state.geo == nil { state.geo = g }
         var boxes: [Frag] = []
+        // `<@ box` reaches the field's GiST index (PostgresLayout.geoIndexDDL); PostgreSQL's
+        // geometric operators compare with a 1e-6 tolerance, so the BETWEENs stay as the exact test.
+        let point = PostgresLayout.geoPoint(g.field)
         for b in g.boxes where !(b.south <= -90 && b.north >= 90 && b.west <= -180 && b.east >= 180) {
-            boxes.append(Frag("(\(lat) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8 AND \(lng) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8)",
-                              [.real(b.south), .real(b.north), .real(b.west), .real(b.east)]))
+            boxes.append(Frag("(\(point) <@ box(point(\(Self.m)::float8, \(Self.m)::float8), point(\(Self.m)::float8, \(Self.m)::float8)) "
+                              + "AND \(lat) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8 AND \(lng) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8)",
+                              [.real(b.west), .real(b.south), .real(b.east), .real(b.north),
+                               .real(b.south), .real(b.north), .real(b.west), .real(b.east)]))
         }
         var parts: [Frag] = [boxes.isEmpty ? Frag("\(lat) IS NOT NULL") : Self.pgOr(boxes)]
         if g.exactSQL.hasPrefix("geo_distance"), g.exactBinds.count == 3 {

@@ -178,6 +178,11 @@ extension PostgresStore {
             if target != className { try ensureClass(target, in: tx) }
             try PostgresLayout.ensureRelationTable(owner: className, field: name, target: target, pool: pool)
         }
+        // In this transaction, not beside it: it may already have written rows of the class,
+        // and CREATE INDEX waits for such writers.
+        for (name, info) in added where info.type == .geoPoint {
+            try tx.connection.executeScript(PostgresLayout.geoIndexDDL(className, name))
+        }
         for spec in s.indexesToRebuild(after: added) {
             try tx.connection.executeScript("DROP INDEX IF EXISTS \(Naming.indexName(className, spec.name))")
             if let ddl = PostgresLayout.indexDDL(className, spec, fields: s.fields) { try tx.connection.executeScript(ddl) }
@@ -271,6 +276,22 @@ extension PostgresLayout {
     public static func textVector(_ fields: [String]) -> String {
         let parts = fields.map { "coalesce(data #>> '{\($0.split(separator: ".").joined(separator: ","))}', '')" }
         return "to_tsvector('simple'::regconfig, \(parts.joined(separator: " || ' ' || ")))"
+    }
+
+    /// The GiST index of a GeoPoint field, on the point (longitude, latitude) read from the
+    /// document: PostgreSQL's own `point` type and its GiST operator class, so no extension
+    /// (PostGIS) is needed. `$within`, `$geoWithin` and the bounding boxes of `$nearSphere` and
+    /// `$centerSphere` test `pgGeoPoint(field) <@ box(…)` with the very same expression, so the
+    /// planner reads only the points in the boxes (then the exact tests run on those).
+    static func geoIndexDDL(_ className: String, _ field: String) -> String {
+        "CREATE INDEX IF NOT EXISTS \"\(className)__geo__\(field)\" ON \(Naming.table(className)) USING gist (\(geoPoint(field)))"
+    }
+
+    /// `point(longitude, latitude)` of a GeoPoint field (NULL without a point), as the geo index
+    /// and the queries spell it.
+    static func geoPoint(_ field: String) -> String {
+        let (lat, lng) = QueryCompiler.pgLatLng(field)
+        return "point(\(lng), \(lat))"
     }
 
     /// `CREATE [UNIQUE] INDEX` for a declared spec, or nil for a geo-only spec.
