@@ -185,6 +185,9 @@ def test_presence_online_at_first_connection_offline_at_last(app):
         await a.expect(1, "create", is_ben("online"))
         await a.until(2, "update", lambda o: o["online"] is True)
         b2 = await connected(app, sessionToken=ben.token)         # a second device: still one "online"
+        # The connect event runs after the handshake is answered: wait until it was counted, or
+        # b1's disconnect could be counted first (0 → "offline", then "online" again).
+        await a.until(2, "update", lambda o: o.get("connections") == 2)
         await b1.close()                                          # one device left: no "offline"
         await asyncio.sleep(1.0)
         assert [m for m in await a.drain(0.5) if m.get("requestId") == 1] == []
