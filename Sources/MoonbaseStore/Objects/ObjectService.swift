@@ -137,6 +137,19 @@ public final class ObjectService: Sendable {
     public func get(_ className: String, _ objectId: String, keys: [String]? = nil, include: [String] = [],
                     excludeKeys: [String] = [], caller: CallerContext) throws(ParseError) -> [UInt8] {
         try store.checkCLP(.get, className, caller.identity)
+        if keys == nil, include.isEmpty, excludeKeys.isEmpty, ProtectedFields.canSplice(className),
+           let schema = store.schema(className), ClassPermissions.access(schema.clp, .get, caller.identity) == .allowed,
+           caller.identity.isMaster || !has(.afterFind, className, caller) {
+            // A plain read by id (Lua's `db.get` in a loop, REST GET): a primary-key lookup, the
+            // ACL test and the stored fields spliced, without a query compiled for it. The same
+            // answer as the query below gives here: no keys, includes, pointer permissions or
+            // afterFind trigger to apply, no field of the class hidden from readers.
+            caller.meter?.dbReads += 1
+            guard let o = try store.get(className, objectId: objectId, identity: caller.identity) else {
+                throw ParseError(.objectNotFound, "Object not found.")
+            }
+            return o.jsonBytes(for: caller.identity)
+        }
         var q = FindQuery(className: className, where: .object(["objectId": .string(objectId)]),
                           limit: 1, keys: keys, include: include)
         q.operation = .get
