@@ -34,7 +34,15 @@ enum MigrateCommand {
         }
         let source = try SQLiteDocumentStore(path: path)
         let target = try PostgresStore(url: url)
-        let summary = try SQLiteToPostgres(source: source, target: target).run { printErr("migrate: " + $0) }
+        let summary: SQLiteToPostgres.Summary
+        do throws(ParseError) {
+            summary = try SQLiteToPostgres(source: source, target: target).run { printErr("migrate: " + $0) }
+        } catch {
+            // 108: another copy (or a host) wrote to the target after the check above.
+            guard error.code == .commandUnavailable else { throw error }
+            printErr("moonbase migrate: \(error.message); nothing was copied")
+            return 3
+        }
         source.close()
         let width = max(12, summary.tables.map(\.name.count).max() ?? 0)
         print("table".padded(width) + "rows")

@@ -229,6 +229,18 @@ def test_migrate_refuses_a_database_that_is_not_empty(server_factory):
     again = migrate(old.data, url2)
     assert again.returncode == 3 and '"Note"' in again.stderr
 
+    # An internal table this build does not know (a newer moonbase made it) stops the copy
+    # instead of being left behind; the target stays empty.
+    con = sqlite3.connect(os.path.join(old.data, "moonbase.sqlite"))
+    con.execute("CREATE TABLE _mb_future(k TEXT PRIMARY KEY)")
+    con.execute("INSERT INTO _mb_future VALUES ('x')")
+    con.commit()
+    con.close()
+    url3 = PGCluster.get().new_database()
+    out = migrate(old.data, url3)
+    assert out.returncode == 1 and "_mb_future" in out.stderr, out.stderr
+    assert PGCluster.get().psql('SELECT count(*) FROM pg_tables WHERE tablename = \'Note\'', url=url3).strip() == "0"
+
     # Misuse: no --to, or not a PostgreSQL URL.
     bad = subprocess.run([BIN, "migrate", "--data", old.data], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--to" in bad.stderr

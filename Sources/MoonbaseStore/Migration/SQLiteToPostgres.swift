@@ -104,7 +104,7 @@ public struct SQLiteToPostgres {
     // MARK: the copy
 
     /// Copies everything; `progress` receives one line per table and every 10 000 rows.
-    /// - Throws: 137 when the target is no longer empty (another copy got there first), 107
+    /// - Throws: 108 when the target is no longer empty (another copy got there first), 107
     ///   for a document PostgreSQL cannot hold (a U+0000 character), 1 for an internal table
     ///   this build does not know, or PostgreSQL's and SQLite's own errors. Nothing is kept
     ///   in the target after a throw.
@@ -121,7 +121,7 @@ public struct SQLiteToPostgres {
                 // Two copies into one database: the second waits here, then finds it taken.
                 try pg.execute("SELECT pg_advisory_xact_lock($1)", [.integer(Self.lockKey)])
                 if let why = try Self.nonEmptyReason(pg) {
-                    throw ParseError(.duplicateValue, "the target database is no longer empty: \(why)")
+                    throw ParseError(.commandUnavailable, "the target database is no longer empty: \(why)")
                 }
                 let classes = source.classNames.compactMap { source.schema($0) }
                 let known = Set(sqliteTables)
