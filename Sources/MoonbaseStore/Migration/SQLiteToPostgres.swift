@@ -103,7 +103,7 @@ public struct SQLiteToPostgres {
 
     // MARK: the copy
 
-    /// Copies everything; `progress` receives one line per table and every 10 000 rows.
+    /// Copies everything; `progress` receives one line per table and one per 10 000 objects of a class.
     /// - Throws: 108 when the target is no longer empty (another copy got there first), 107
     ///   for a document PostgreSQL cannot hold (a U+0000 character), 1 for an internal table
     ///   this build does not know, or PostgreSQL's and SQLite's own errors. Nothing is kept
