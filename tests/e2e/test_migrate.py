@@ -142,7 +142,8 @@ def test_reference_app_migrates_with_everything_intact(server_factory):
     feed_next = before["feed"]["next"]
     assert old.stop() == 0
 
-    # Every internal table of the SQLite file is one migrate knows (it fails on others).
+    # The file holds internal tables the copy must carry (file records, role join tables);
+    # migrate fails on one it does not know (test_migrate_refuses_… below).
     con = sqlite3.connect(os.path.join(old.data, "moonbase.sqlite"))
     internal = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE '\\_mb\\_%' ESCAPE '\\'")]
     con.close()
