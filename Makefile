@@ -88,7 +88,9 @@ chaos: deps venv
 	swift build $(SWIFT_FLAGS)
 	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) tests/chaos/chaos.py --full $(if $(SEED),--seed $(SEED))
 
+# BENCH_POSTGRES=1 adds the PostgreSQL leg (a throw-away PostgreSQL 15 cluster; see bench/run.sh).
 bench: deps release
+	@if [ "$${BENCH_POSTGRES:-0}" = 1 ]; then $(MAKE) --no-print-directory apt-install PKGS="$(PG_TEST_APT_PACKAGES)"; fi
 	bash bench/run.sh
 
 clean:

@@ -107,6 +107,33 @@ def main():
     row("W3s 0.01° box, newest 20", "w3s", p3s, "≥ 5×", lambda m, r: r is not None and r >= 5, label(p3s))
     row("W5 `$nearSphere` 5 mi, newest 20, 1M posts, -c8", "w5", None, "p99 < 5 ms", lambda m, r: m["p99_ms"] < 5)
     add("")
+    if any(M.get(w) for w in ("pg_w2", "pg_w3", "pg_w3s", "pg_w5")):
+        add("### Moonbase on PostgreSQL (same run, same data set and wrk settings; `BENCH_POSTGRES=1`)")
+        add("")
+        add("One host on a throw-away local PostgreSQL 15 cluster seeded by `moonbase migrate`; CPU µs/req "
+            "counts the host and the PostgreSQL server together.")
+        add("")
+        add("| workload | PostgreSQL req/s (min–max) | p50 / p99 ms | CPU µs/req | SQLite req/s | CPU µs/req "
+            "| PostgreSQL / SQLite req/s | PocketBase req/s |")
+        add("|---|---|---|---|---|---|---|---|")
+        for name, w, pr in (("W2 create", "w2", best("w2", "w2api")), ("W3 0.1° box, newest 20", "w3", best("w3", "w3api")),
+                            ("W3s 0.01° box, newest 20", "w3s", best("w3s", "w3sapi")),
+                            ("W5 `$nearSphere` 5 mi, newest 20, -c8", "w5", None)):
+            g, m = M.get("pg_" + w), M.get(w)
+            if not g:
+                continue
+            rr = ratio(g["req_s"], m["req_s"]) if m else None
+            add(f"| {name} | {fmt(g['req_s'])} ({fmt(g['min'])}–{fmt(g['max'])}) | {fmt(g['p50_ms'], 2)} / {fmt(g['p99_ms'], 2)} "
+                f"| {fmt(g['server_cpu_us_per_req'], 1)} | {fmt(m['req_s']) if m else '–'} "
+                f"| {fmt(m['server_cpu_us_per_req'], 1) if m else '–'} | {fmt(rr, 2) + '×' if rr else '–'} "
+                f"| {fmt(pr['req_s']) + label(pr) if pr else '–'} |")
+        mig = f"{d}/moonbase/pg-migrate.txt"
+        if os.path.exists(mig):
+            last = open(mig).read().strip().splitlines()[-1:]
+            if last:
+                add("")
+                add(f"Seeding by `moonbase migrate`: {last[0]}.")
+        add("")
     if P:
         add("PocketBase rows: its best of the script route and the records API where both exist "
             "(`w2`/`w2api`, `w3`/`w3api`, `w3s`/`w3sapi`); all of them:")

@@ -17,7 +17,13 @@
 #   SKIP_SETUP=1   do not run the peers' setup.sh;  SKIP_PEERS=1  Moonbase only (no ratios)
 #   BENCH_BOOST [1]  run in its own autogroup at nice -20 like the peers kit's run_all.sh (root only)
 #   UPDATE_RESULTS [1]  rewrite the generated part of bench/RESULTS.md
+#   BENCH_POSTGRES=1  also run W2, W3, W3s, W5 on PostgreSQL: a throw-away PostgreSQL 15 cluster
+#                  (tests/pg/cluster.sh), seeded with the same rows by `moonbase migrate` from the
+#                  seeded SQLite data set, same wrk settings; CPU/memory include the PostgreSQL
+#                  server's processes; a separate table in the report
 # Quick smoke run: DURATION=3s WARMUP=1s REPEAT=1 POSTS_W5=100000 POSTS_W6=5000 UPDATE_RESULTS=0 bash bench/run.sh
+# PostgreSQL smoke run (Moonbase only): BENCH_POSTGRES=1 SKIP_PEERS=1 SKIP_REALTIME=1 DURATION=1s WARMUP=1s REPEAT=1 \
+#   POSTS=2000 POSTS_W5=5000 POSTS_W6=200 UPDATE_RESULTS=0 PEERS_DIR=… bash bench/run.sh
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
@@ -61,7 +67,8 @@ export PEERS_RUN_DIR="$STATE/peers-run"   # our own PocketBase state; never insi
 PB_STARTED=0
 cleanup() {
   local n
-  for n in seed seed-w6 main acct-on acct-off w6; do mb_stop "$n" 2>/dev/null || true; done
+  for n in seed seed-w6 main main-pg acct-on acct-off w6; do mb_stop "$n" 2>/dev/null || true; done
+  if [ -n "${PGDIR:-}" ]; then bash "$REPO/tests/pg/cluster.sh" stop "$PGDIR" > /dev/null 2>&1 || true; rm -rf "$PGDIR"; fi
   [ "$PB_STARTED" = 1 ] && bash "$PEERS/pocketbase/stop.sh" > /dev/null 2>&1 || true
   rm -rf "$STATE"
 }
@@ -134,6 +141,22 @@ sqlite3 "$DATA/moonbase.sqlite" "$(spread Bench)" "$(spread BenchM)" \
   "PRAGMA wal_checkpoint(TRUNCATE);" > /dev/null
 log "database: $(du -m "$DATA/moonbase.sqlite" | cut -f1) MB (main), $(du -m "$DATA6/moonbase.sqlite" | cut -f1) MB (W6)"
 
+# --- 2b. PostgreSQL (opt-in): the same data set, copied by `moonbase migrate` -------------------
+if [ "${BENCH_POSTGRES:-0}" = 1 ]; then
+  PGDIR=$(mktemp -d /tmp/mb-bench-pg.XXXXXX)   # under /tmp: as root the server runs as nobody, who must reach it
+  PG_URL=$(bash "$REPO/tests/pg/cluster.sh" start "$PGDIR" $$ | tail -1)
+  [ "${PG_URL#postgres://}" != "$PG_URL" ] || die "tests/pg/cluster.sh printed no URL"
+  PSQL="${PG_BIN:-/usr/lib/postgresql/15/bin}/psql"
+  "$PSQL" -X -q -d "$PG_URL" -c "CREATE DATABASE bench" || die "CREATE DATABASE failed"
+  PG_DB="${PG_URL%/*}/bench"
+  log "PostgreSQL: migrating the main data set into a throw-away cluster"
+  "$MOONBASE_BIN" migrate --to "$PG_DB" --data "$DATA" > "$OUT/moonbase/pg-migrate.txt" 2> "$OUT/pg-migrate.log" ||
+    { tail -20 "$OUT/pg-migrate.log" >&2; die "moonbase migrate failed"; }
+  log "PostgreSQL: $(tail -1 "$OUT/moonbase/pg-migrate.txt")"
+  "$PSQL" -X -q -d "$PG_DB" -c "VACUUM ANALYZE" || die "VACUUM ANALYZE failed"   # planner statistics, as after a real load
+  echo "postgres: $("$PSQL" -X -At -d "$PG_DB" -c 'SHOW server_version') (tests/pg/cluster.sh defaults), seeded by moonbase migrate" >> "$OUT/env.txt"
+fi
+
 # --- 3. PocketBase ---------------------------------------------------------------------------
 if [ "${SKIP_PEERS:-0}" != 1 ]; then
   . "$PEERS/common/env.sh"
@@ -183,6 +206,25 @@ workload moonbase w2 "$CONNS" "$MPID" -s "$W/create.lua" "$BASE" -- Bench
 sleep 2; memrow after-w1-w5
 log "after W1-W5: RssAnon $(status_kb RssAnon "$MPID") kB"
 mb_stop main
+
+# --- 4b. W2, W3, W3s, W5 on PostgreSQL (opt-in), the same requests as above ----------------------
+if [ "${BENCH_POSTGRES:-0}" = 1 ]; then
+  PP=$(free_port); mb_start main-pg "$PP" "$STATE/data-pg" "$FULL" MOONBASE_DATABASE_URL="$PG_DB"
+  BASE="http://127.0.0.1:$PP"
+  # The host and the PostgreSQL server (postmaster and its backends) together.
+  PGPIDS="$(mb_pid main-pg) $(head -1 "$PGDIR/data/postmaster.pid")"
+  sleep 2
+  log "Moonbase on PostgreSQL on :$PP (pids $PGPIDS)"
+  smoke pg_w3 '"results":\[{' -G "${H[@]}" --data-urlencode "where=$box" -d order=-createdAt -d limit=20 "$BASE/parse/classes/Bench"
+  smoke pg_w5 '"results":\[{' -G "${H[@]}" --data-urlencode "where=$near" -d order=-createdAt -d limit=20 "$BASE/parse/classes/BenchM"
+  workload moonbase pg_w3 "$CONNS" "$PGPIDS" -s "$W/box.lua" "$BASE" -- 0.1 Bench
+  workload moonbase pg_w3s "$CONNS" "$PGPIDS" -s "$W/box.lua" "$BASE" -- 0.01 Bench
+  workload moonbase pg_w5 "$W5_CONNS" "$PGPIDS" -s "$W/near.lua" "$BASE" -- BenchM 5
+  smoke pg_w2 '"objectId":"' -X POST "${H[@]}" -d '{"text":"smoke","category":"misc","likes":0,"location":{"__type":"GeoPoint","latitude":40.5,"longitude":-74.0}}' "$BASE/parse/classes/Bench"
+  workload moonbase pg_w2 "$CONNS" "$PGPIDS" -s "$W/create.lua" "$BASE" -- Bench
+  mb_stop main-pg
+  bash "$REPO/tests/pg/cluster.sh" stop "$PGDIR" > /dev/null 2>&1 || true; rm -rf "$PGDIR"; PGDIR=""
+fi
 
 # --- 5. accounting on vs off: two fresh processes, W1 reps alternated --------------------------
 PA=$(free_port); mb_start acct-on "$PA" "$STATE/data-acct-on" "$FULL"

@@ -22,6 +22,7 @@ public enum Commands {
           jobs      list schedules with their next run times and last results; `jobs run NAME`
           usage     report request units and costs
           backup    write an online backup of the database
+          migrate   copy the SQLite database into an empty PostgreSQL database (--to URL)
 
         common options: --data DIR (./data)  --functions DIR (./functions)  --cron DIR (./cron)
                         --database postgres://… (run on PostgreSQL instead of SQLite in --data)
@@ -44,6 +45,7 @@ public enum Commands {
             case "jobs": return try JobsCommand.run(rest)
             case "usage": return try UsageCommand.run(rest)
             case "backup": return try BackupCommand.run(rest)
+            case "migrate": return try MigrateCommand.run(rest)
             case "--help", "-h", "help":
                 print(usage)
                 return 0
