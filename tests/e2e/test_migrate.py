@@ -169,7 +169,8 @@ def test_reference_app_migrates_with_everything_intact(server_factory):
     # The indexes exist in PostgreSQL, not only in the catalogue.
     indexes = PGCluster.get().psql("SELECT indexname FROM pg_indexes ORDER BY 1", url=url).split()
     for name in ("Post__idx__text_text", "Reaction__idx__idx_post_user", "Comment__idx__by_text",
-                 "_User__idx__auth_username", "_User__auth_email", "_Session__idx__auth_token"):
+                 "_User__idx__auth_username", "_User__auth_email", "_Session__idx__auth_token",
+                 "Post__geo__location"):
         assert name in indexes, (name, indexes)
 
     # Old password, old session tokens, role membership, files, geo and text queries.

@@ -145,6 +145,9 @@ public struct SQLiteToPostgres {
                         let spec = try IndexSpec(name: e.key, json: e.value)
                         if let ddl = PostgresLayout.indexDDL(s.className, spec, fields: s.fields) { try pg.executeScript(ddl) }
                     }
+                    for name in s.fieldOrder where s.fields[name]?.type == .geoPoint {
+                        try pg.executeScript(PostgresLayout.geoIndexDDL(s.className, name))
+                    }
                     try target.stageSchema(s, in: tx)
                 }
                 for t in internals { summary.tables.append((t, try copyTable(t, sq, pg, progress: progress))) }
