@@ -70,6 +70,11 @@ final class WorkerPool: @unchecked Sendable {
     private var threads: [pthread_t?]
     /// The job each index is running.
     private var running: [(any WorkItem)?]
+    /// A job handed to one worker in particular (an attempt it must finish), run before the queue.
+    private var direct: [(any WorkItem)?]
+    /// Each index's seat (`WorkerSeat`): a number unique to the thread running there.
+    private var seats: [Int]
+    private var nextSeat = 0
     /// Indices whose thread was abandoned and still runs its stuck job.
     private var abandoned: [Bool]
     private var freeIndices: [Int] = []
@@ -119,6 +124,8 @@ final class WorkerPool: @unchecked Sendable {
         words.initialize(repeating: 0, count: capacity * WorkerPool.wordStride)
         threads = Array(repeating: nil, count: capacity)
         running = Array(repeating: nil, count: capacity)
+        direct = Array(repeating: nil, count: capacity)
+        seats = Array(repeating: -1, count: capacity)
         abandoned = Array(repeating: false, count: capacity)
         slots = (0..<capacity).map { _ in JobSlot() }
         freeIndices = Array((count..<capacity).reversed())
@@ -144,7 +151,9 @@ final class WorkerPool: @unchecked Sendable {
 
     /// Starts a worker thread on `index` (mutex held). Returns the error code on failure.
     private func spawn(index: Int) -> Int32? {
-        let ctx = Unmanaged.passRetained(WorkerContext(pool: self, index: index)).toOpaque()
+        nextSeat += 1
+        seats[index] = nextSeat
+        let ctx = Unmanaged.passRetained(WorkerContext(pool: self, index: index, seat: nextSeat)).toOpaque()
         var tid = pthread_t()
         let rc = pthread_create(&tid, nil, workerMain, ctx)
         if rc != 0 {
@@ -175,6 +184,36 @@ final class WorkerPool: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
         if wake >= 0 { mb_parker_wake(word(wake)) }
         return true
+    }
+
+    /// Takes a parked worker off the idle list without waking it, for the caller to run work
+    /// on its seat (`WorkerSeat.borrowing`); nil when none is idle or jobs are waiting. The
+    /// worker stays parked and takes no job until `release` or `submit(_:to:)`.
+    func reserveIdle() -> (index: Int, seat: Int)? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard !stopping, queue.count == 0, let w = idle.popLast() else { return nil }
+        return (w, seats[w])
+    }
+
+    /// Gives back a worker reserved by `reserveIdle`: parked again, or woken if jobs arrived
+    /// meanwhile (or the pool is stopping).
+    func release(_ index: Int) {
+        pthread_mutex_lock(mutex)
+        let wake = stopping || queue.count > wakePending
+        if wake { wakePending += 1 } else { idle.append(index) }
+        pthread_mutex_unlock(mutex)
+        if wake { mb_parker_wake(word(index)) }
+    }
+
+    /// Hands `job` to the worker reserved by `reserveIdle` and wakes it (it runs the job even if
+    /// the pool began stopping: the job finishes what the reservation started).
+    func submit(_ job: any WorkItem, to index: Int) {
+        pthread_mutex_lock(mutex)
+        direct[index] = job
+        wakePending += 1
+        pthread_mutex_unlock(mutex)
+        mb_parker_wake(word(index))
     }
 
     /// Jobs waiting for a worker (diagnostics).
@@ -254,15 +293,18 @@ final class WorkerPool: @unchecked Sendable {
         return left
     }
 
-    fileprivate func loop(index: Int) {
+    fileprivate func loop(index: Int, seat: Int) {
         _ = mb_unblock_signal(SIGURG)
         pthread_setspecific(WorkerPool.indexKey, UnsafeRawPointer(bitPattern: index + 1))
+        WorkerSeat.setOwn(seat)
         let slot = slots[index]
         JobWatch.bind(slot)
         let w = word(index)
         pthread_mutex_lock(mutex)
         while true {
-            if let job = queue.pop() {
+            let handed = direct[index]
+            if handed != nil { direct[index] = nil }
+            if let job = handed ?? queue.pop() {
                 running[index] = job
                 let now = monotonicNanos()
                 slot.startedAt.store(now, ordering: .relaxed)
@@ -378,15 +420,17 @@ private final class OnceFlag: Sendable {
 private final class WorkerContext {
     let pool: WorkerPool
     let index: Int
-    init(pool: WorkerPool, index: Int) {
+    let seat: Int
+    init(pool: WorkerPool, index: Int, seat: Int = 0) {
         self.pool = pool
         self.index = index
+        self.seat = seat
     }
 }
 
 private let workerMain: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? = { raw in
     let ctx = Unmanaged<WorkerContext>.fromOpaque(raw!).takeRetainedValue()
-    ctx.pool.loop(index: ctx.index)
+    ctx.pool.loop(index: ctx.index, seat: ctx.seat)
     return nil
 }
 
