@@ -48,6 +48,10 @@ public struct HTTPServerConfig: Sendable {
     public var ioThreads: Int
     /// Worker pthreads that run `HTTPHandler.handle`.
     public var workers: Int
+    /// Live workers at most: while every worker has been on one job for a few milliseconds and
+    /// jobs wait, the pool starts extra workers up to this many (each exits after 2 s idle), so
+    /// slow or spinning scripts hold their own workers. 0 (or ≤ `workers`) = a fixed pool.
+    public var maxWorkers = 0
     /// Request line + headers above this → 431 with a Parse body (code 107).
     public var maxHeaderBytes: Int
     /// Concurrent connections; libmicrohttpd closes new ones above it.

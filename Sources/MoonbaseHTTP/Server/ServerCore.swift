@@ -45,7 +45,7 @@ final class ServerCore: Sendable {
         self.upgrader = upgrader
         pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
                               spinMicros: config.workerSpinMicros, jobLimitMillis: config.jobLimitMillis,
-                              graceMillis: config.stuckGraceMillis)
+                              graceMillis: config.stuckGraceMillis, maxWorkers: config.maxWorkers)
     }
 
     // MARK: First access-handler call: headers are in.
