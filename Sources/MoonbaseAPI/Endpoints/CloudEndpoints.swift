@@ -76,9 +76,10 @@ enum CloudEndpoints {
     static func luaRoute(_ s: Services, method: String, pattern: String) -> Endpoint {
         Endpoint("route:\(method) \(pattern)", access: .open, attemptable: true) { req throws(ParseError) in
             req.target = .route(method: method, pattern: pattern)
-            let r = CloudRouteRequest(method: req.http.method == "HEAD" ? "GET" : req.http.method, path: req.http.path,
+            var r = CloudRouteRequest(method: req.http.method == "HEAD" ? "GET" : req.http.method, path: req.http.path,
                                       query: req.http.query, body: req.http.body,
                                       request: s.cloud.request(s.caller(req)))
+            r.matched = (method, pattern, req.params)
             do throws(ParseError) {
                 guard let out = try s.cloud.runRoute(r, caller: s.caller(req)) else {
                     throw ParseError(.objectNotFound, "no such endpoint: \(req.http.method) \(req.http.path)")
