@@ -329,10 +329,8 @@ final class WorkerPool: @unchecked Sendable {
                 // An extra worker idle for long: leave (the monitor took it off `idle`). While
                 // stopping it stays to be joined instead.
                 retire[index] = false
-                extra[index] = false
-                threads[index] = nil
                 live -= 1
-                freeIndices.append(index)
+                vacate(index)
                 pthread_mutex_unlock(mutex)
                 pthread_detach(pthread_self())
                 return
@@ -353,10 +351,8 @@ final class WorkerPool: @unchecked Sendable {
                 if abandoned[index] {
                     // Replaced while stuck: give the index back and leave.
                     abandoned[index] = false
-                    extra[index] = false
-                    threads[index] = nil
                     stuckCount -= 1
-                    freeIndices.append(index)
+                    vacate(index)
                     pthread_mutex_unlock(mutex)
                     Log.warn("worker \(index): a job abandoned as stuck finally returned; its thread exits")
                     return
@@ -376,6 +372,13 @@ final class WorkerPool: @unchecked Sendable {
             // Only a waker (submit or stop) takes us off `idle`, counting us in `wakePending`.
             wakePending -= 1
         }
+    }
+
+    /// Gives `index` back for a later worker: its thread is leaving (mutex held).
+    private func vacate(_ index: Int) {
+        extra[index] = false
+        threads[index] = nil
+        freeIndices.append(index)
     }
 
     // MARK: Backstop
