@@ -48,9 +48,14 @@ extension LuaVM {
             attempt = attemptNanos
             attemptNanos = 0
             if let p = pendingRef {
-                // The worker finishing an attempt reaches the same handler: resume it.
-                if p == ref, case .returnValue = mode { return try resumePending(context) }
-                discardPending()
+                if lb_suspended(handle) == 0 {
+                    pendingRef = nil   // the bridge dropped it (something else ran on this VM first)
+                } else if p == ref, case .returnValue = mode {
+                    // The worker finishing an attempt reaches the same handler: resume it.
+                    return try resumePending(context)
+                } else {
+                    discardPending()
+                }
             }
         }
         let argBytes = JSON.encode(.array(args))

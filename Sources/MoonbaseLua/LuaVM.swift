@@ -104,7 +104,7 @@ public final class LuaVM {
     public static func isContinuesOnWorker(_ e: ParseError) -> Bool { e.underlying == continuesMarker }
 
     /// A call is suspended on this VM, waiting for its worker.
-    public var hasPending: Bool { pendingRef != nil }
+    public var hasPending: Bool { pendingRef != nil && lb_suspended(raw) != 0 }
 
     /// Drops a suspended call nobody will finish (its request took another path on the worker).
     public func discardPending() {

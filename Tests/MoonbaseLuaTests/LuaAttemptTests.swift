@@ -113,4 +113,19 @@ import Testing
         #expect(!vm.hasPending && vm.stackTop == 0)
         #expect(try call(vm, "ok", attempt: false) == "still here")
     }
+
+    @Test func otherLuaWorkFirstDropsTheSuspendedCall() throws {
+        let host = FakeHost()
+        let vm = try makeVM(Self.source, host: host)
+        #expect(throws: ParseError.self) { try call(vm, "write", attempt: true) }
+        #expect(vm.hasPending)
+        // Loading a file runs Lua on the VM: the suspended call is dropped first.
+        try vm.load(file: "functions/b.lua", source: "local x = 1")
+        #expect(!vm.hasPending)
+        // The same handler then runs from its start; what the dropped call did before it
+        // yielded stays, as for any call stopped midway (the counter is 2).
+        #expect(try call(vm, "write", attempt: false) == ["n": 2, "id": "new1", "count": 42])
+        #expect(host.calls.withLock { $0 } == ["db.create", "db.count"])
+        #expect(vm.stackTop == 0)
+    }
 }
