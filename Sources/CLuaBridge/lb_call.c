@@ -162,9 +162,69 @@ int lb_load(lb_vm *vm, const char *chunkname, const char *src, size_t len, lb_li
 typedef struct {
     int32_t ref; const char *args; size_t alen;
     const lb_extra *ex; int nex; int mode; const char *field; lb_result *res; int fresh;
+    int64_t attempt_ns;
 } call_args;
 
 static int lb_trampoline(lua_State *L);
+
+/* ---------------------------------------------------------------- attempts on a coroutine */
+
+/* The VM's call coroutine: reused while it finishes cleanly, replaced after an error. */
+static lua_State *call_thread(lua_State *L, lb_vm *vm) {
+    if (vm->co_ref) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, vm->co_ref);
+        lua_State *co = lua_tothread(L, -1);
+        lua_pop(L, 1);
+        if (co && lua_status(co) == LUA_OK && lua_gettop(co) == 0) return co;
+        luaL_unref(L, LUA_REGISTRYINDEX, vm->co_ref);
+        vm->co_ref = 0;
+    }
+    lua_State *co = lua_newthread(L);
+    vm->co_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return co;
+}
+
+static void drop_thread(lua_State *L, lb_vm *vm) {
+    if (vm->co_ref) luaL_unref(L, LUA_REGISTRYINDEX, vm->co_ref);
+    vm->co_ref = 0;
+}
+
+/* Resumes `co` with `nargs` values on its stack (the function first when it starts). */
+static int run_thread(lua_State *L, lb_vm *vm, lua_State *co, int nargs, int attempt, int *nres) {
+    vm->attempting = attempt;
+    lb_set_call_hook(vm, co);
+    vm->cur = co;
+    int st = lua_resume(co, L, nargs, nres);
+    vm->cur = NULL;
+    vm->attempting = 0;
+    return st;
+}
+
+/* After the coroutine returned or failed: its first result replaces index 2 of L; an error is
+ * re-raised on L with the place it was raised (a kill or memory error stays one). */
+static void settle_thread(lua_State *L, lb_vm *vm, lua_State *co, int st, int nres) {
+    if (st == LUA_OK) {
+        if (nres > 0) {
+            lua_settop(co, lua_gettop(co) - nres + 1);
+            lua_xmove(co, L, 1);
+        } else {
+            lua_pushnil(L);
+        }
+        lua_settop(co, 0);
+        lua_replace(L, 2);
+        return;
+    }
+    if (st == LUA_ERRMEM && !vm->killed) vm->killed = LB_KILL_MEMORY;
+    if (!vm->killed) {
+        lb_where(co, 0, vm->err_where, sizeof vm->err_where);
+        vm->where_fixed = 1;
+    }
+    if (lua_gettop(co) > 0) lua_xmove(co, L, 1);
+    else lua_pushliteral(L, "error");
+    drop_thread(L, vm);
+    if (vm->killed) lb_arm_kill_hook(L);
+    lua_error(L);
+}
 
 static int call_body(lua_State *L) {
     call_args *a = lua_touserdata(L, 1);
@@ -200,7 +260,29 @@ static int call_body(lua_State *L) {
     }
     /* Globals assigned during the call land in a fresh table that is dropped afterwards. */
     if (a->fresh) push_call_globals(L, vm);
-    lua_call(L, nargs, 1);                            /* result at 2 */
+    if (a->attempt_ns > 0) {
+        /* On the coroutine, which yields when the budget runs out or at a host function that
+         * must not run here; the call is then finished by lb_resume_call. */
+        lua_State *co = call_thread(L, vm);
+        if (!lua_checkstack(co, nargs + 1)) luaL_error(L, "too many arguments");
+        lua_pushvalue(L, 2);
+        for (int i = 0; i < nargs; i++) lua_pushvalue(L, 3 + i);
+        lua_xmove(L, co, nargs + 1);
+        lua_settop(L, 2);
+        vm->attempt_deadline = lb_now_ns() + a->attempt_ns;
+        vm->attempt_stuck = 0;
+        int nres = 0;
+        int st = run_thread(L, vm, co, nargs, 1, &nres);
+        if (st == LUA_YIELD) {   /* (no values yielded: the coroutine's stack is its frames) */
+            lua_pushvalue(L, 1);
+            vm->susp_arg_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+            vm->suspended = 1;
+            return 0;
+        }
+        settle_thread(L, vm, co, st, nres);
+    } else {
+        lua_call(L, nargs, 1);                        /* result at 2 */
+    }
     if (a->fresh) pop_call_globals(L, vm, vm->callstack_n - 1);
     if (a->mode == LB_RESULT_FIELD || (a->mode == LB_RESULT_RETURN_OR_FIELD && lua_isnil(L, 2))) {
         if (lua_type(L, 1) == LUA_TTABLE) lua_getfield(L, 1, a->field);
@@ -214,11 +296,18 @@ static int call_body(lua_State *L) {
 int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
             const lb_extra *extras, int nextras, int32_t result_mode, const char *result_field,
             lb_limits limits, lb_result *res) {
-    call_args a = {ref, args_json, args_len, extras, nextras, result_mode & 0xF, result_field, res,
-                   !(result_mode & LB_RESULT_SHARED_GLOBALS)};
+    int fresh = !(result_mode & LB_RESULT_SHARED_GLOBALS);
+    int64_t attempt = vm->depth == 0 && !vm->suspended && fresh && (result_mode & 0xF) == LB_RESULT_RETURN
+        ? limits.attempt_ns : 0;
+    call_args a = {ref, args_json, args_len, extras, nextras, result_mode & 0xF, result_field, res, fresh, attempt};
     if (vm->depth == 0) vm->over_vm_limit = 0;   /* (not in the restore call below) */
     int saved = vm->callstack_n;
     int st = lb_run_protected(vm, call_body, &a, limits, res);
+    if (vm->suspended && st == LB_OK) {
+        vm->susp_base_n = saved;
+        res->status = LB_SUSPENDED;
+        return LB_SUSPENDED;
+    }
     if (vm->callstack_n != saved) {
         restore_args r = {vm, saved};
         lb_result tmp;
@@ -228,6 +317,74 @@ int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
     return st;
 }
 
+/* ---------------------------------------------------------------- resume / discard */
+
+static int resume_body(lua_State *L) {
+    lb_result *res = lua_touserdata(L, 1);
+    lb_vm *vm = lb_from(L);
+    lua_settop(L, 0);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->susp_arg_ref);   /* 1: the first argument */
+    lua_pushnil(L);                                         /* 2: the result */
+    luaL_unref(L, LUA_REGISTRYINDEX, vm->susp_arg_ref);
+    vm->susp_arg_ref = 0;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, vm->co_ref);
+    lua_State *co = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    if (!co) luaL_error(L, "no suspended call");
+    int nres = 0;
+    int st = run_thread(L, vm, co, 0, 0, &nres);
+    if (st == LUA_YIELD) {
+        drop_thread(L, vm);
+        luaL_error(L, "unexpected yield");
+    }
+    settle_thread(L, vm, co, st, nres);
+    pop_call_globals(L, vm, vm->callstack_n - 1);
+    encode_result(L, vm, 2, res);
+    return 0;
+}
+
+int lb_resume_call(lb_vm *vm, lb_result *res) {
+    if (!vm->suspended || vm->depth != 0) {
+        memset(res, 0, sizeof *res);
+        res->status = LB_ERROR;
+        res->code = 1;
+        res->message = strdup("no suspended call to resume");
+        res->message_len = res->message ? strlen(res->message) : 0;
+        return LB_ERROR;
+    }
+    int base = vm->susp_base_n;
+    vm->suspended = 0;
+    vm->resuming = 1;
+    int st = lb_run_protected(vm, resume_body, res, (lb_limits){0, 0, 0, 0, 0, 0}, res);
+    vm->resuming = 0;
+    if (vm->callstack_n != base) {
+        restore_args r = {vm, base};
+        lb_result tmp;
+        lb_run_protected(vm, restore_body, &r, (lb_limits){0, 0, 0, 0, 0, 0}, &tmp);
+        lb_result_free(&tmp);
+    }
+    return st;
+}
+
+static int discard_body(lua_State *L) {
+    lb_vm *vm = lb_from(L);
+    pop_call_globals(L, vm, vm->susp_base_n);
+    if (vm->susp_arg_ref) luaL_unref(L, LUA_REGISTRYINDEX, vm->susp_arg_ref);
+    vm->susp_arg_ref = 0;
+    drop_thread(L, vm);
+    return 0;
+}
+
+void lb_discard_suspended(lb_vm *vm) {
+    if (!vm->suspended || vm->depth != 0) return;
+    vm->suspended = 0;
+    vm->resuming = 1;
+    lb_result tmp;
+    lb_run_protected(vm, discard_body, NULL, (lb_limits){0, 0, 0, 0, 0, 0}, &tmp);
+    lb_result_free(&tmp);
+    vm->resuming = 0;
+}
+
 /* ---------------------------------------------------------------- trampoline */
 
 #define LB_MAX_ARGS 16
@@ -235,7 +392,29 @@ int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
 /* Lua → Swift. Arguments are read with non-raising calls (tables are JSON-encoded and kept on
  * the stack, functions referenced), Swift runs with the strict allocator armed, and only after
  * it returned does C push the answer or raise. */
+static int host_call(lua_State *L);
+
+static int host_call_k(lua_State *L, int status, lua_KContext ctx) {
+    (void)status;
+    (void)ctx;
+    return host_call(L);
+}
+
 static int lb_trampoline(lua_State *L) {
+    lb_vm *vm = lb_from(L);
+    if (vm->attempting && L == vm->cur) {
+        /* During an attempt, a host function that may block or act outside the call (db.*,
+         * http, log) runs only once the call has moved to a worker: yield now; the worker's
+         * resume continues here (host_call_k) with the same arguments. Where Lua cannot yield
+         * (inside our pcall, a comparator, a metamethod) it runs here. */
+        int64_t id = lua_tointeger(L, lua_upvalueindex(1));
+        int safe = id >= 0 && id < (int64_t)sizeof vm->inline_safe && vm->inline_safe[id];
+        if (!safe && lua_isyieldable(L)) return lua_yieldk(L, 0, 0, host_call_k);
+    }
+    return host_call(L);
+}
+
+static int host_call(lua_State *L) {
     lb_vm *vm = lb_from(L);
     int64_t fnid = lua_tointeger(L, lua_upvalueindex(1));
     int n = lua_gettop(L);
@@ -398,5 +577,5 @@ int lb_out_kill(lb_out *o, int32_t reason) { o->kill = reason; return -2; }
 void lb_caller_where(lb_vm *vm, char *out, size_t cap) {
     /* Read-only (lua_getstack/lua_getinfo "Sl" neither allocate nor raise): safe during a host
      * callback. Level 0 is the trampoline; the first Lua frame above it is the caller. */
-    lb_where(vm->L, 0, out, cap);
+    lb_where(vm->cur ? vm->cur : vm->L, 0, out, cap);
 }

@@ -30,6 +30,8 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t lb_now_ns(void) { return now_ns(); }
+
 lb_vm *lb_from(lua_State *L) { return *(lb_vm **)lua_getextraspace(L); }
 
 /* ---------------------------------------------------------------- allocator */
@@ -38,7 +40,7 @@ static void record_where_unprotected(lb_vm *vm) {
     /* Only called when refusing an allocation: nothing has moved, so the CallInfo chain is
      * consistent; lua_getstack/lua_getinfo("Sl") only read it. */
     if (vm->kill_where[0] || vm->depth == 0) return;
-    lb_where(vm->L, 0, vm->kill_where, sizeof vm->kill_where);
+    lb_where(vm->cur ? vm->cur : vm->L, 0, vm->kill_where, sizeof vm->kill_where);
 }
 
 static void *lb_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
@@ -81,8 +83,11 @@ static void on_sigurg(int sig) {
         atomic_load(&vm->kill_req_gen) == atomic_load(&vm->call_gen) &&
         (reason != LB_KILL_WRITER_HOLD || atomic_load(&vm->hold_deadline_ns) != 0)) {
         if (!vm->killed) vm->killed = reason;
-        /* lua_sethook is documented as safe from a signal handler on the owning thread. */
+        /* lua_sethook is documented as safe from a signal handler on the owning thread. The
+         * call may be running on its coroutine: arm both (the main thread runs nested calls). */
         lb_arm_kill_hook(vm->L);
+        lua_State *co = vm->cur;
+        if (co) lb_arm_kill_hook(co);
     }
     errno = saved;
 }
@@ -218,7 +223,30 @@ static void lb_hook(lua_State *L, lua_Debug *ar) {
         lua_pushliteral(L, "killed");
         lua_error(L);
     }
+    /* An attempt past its budget yields (only where Lua allows it: not inside a C function
+     * such as our pcall, a sort comparator or a metamethod; it then tries again at the next
+     * count) and is finished on a worker. */
+    if (vm->attempting && ar->event == LUA_HOOKCOUNT && now_ns() >= vm->attempt_deadline) {
+        if (L == vm->cur && lua_isyieldable(L)) {
+            lua_yield(L, 0);
+            return;
+        }
+        vm->attempt_stuck = 1;   /* running past the budget where it cannot yield */
+    }
 }
+
+void lb_set_call_hook(lb_vm *vm, lua_State *co) {
+    if (vm->killed) lb_arm_kill_hook(co);
+    else if (vm->attempting || vm->max_instructions > 0) lua_sethook(co, lb_hook, LUA_MASKCOUNT, LB_HOOK_COUNT);
+    else lua_sethook(co, NULL, 0, 0);
+}
+
+void lb_set_inline_safe(lb_vm *vm, int64_t fnid) {
+    if (fnid >= 0 && fnid < (int64_t)sizeof vm->inline_safe) vm->inline_safe[fnid] = 1;
+}
+
+int lb_suspended(lb_vm *vm) { return vm->suspended; }
+int lb_attempt_stuck(lb_vm *vm) { return vm->attempt_stuck; }
 
 void lb_arm_kill_hook(lua_State *L) {
     lua_sethook(L, lb_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKLINE | LUA_MASKCOUNT, 1);
@@ -255,7 +283,9 @@ static void set_error(lb_vm *vm, int32_t code, const char *msg, size_t n) {
 static int lb_msgh(lua_State *L) {
     lb_vm *vm = lb_from(L);
     if (vm->killed) return 1;
-    lb_where(L, 1, vm->err_where, sizeof vm->err_where);
+    /* An error re-raised from the call's coroutine carries the place it was raised there. */
+    if (vm->where_fixed) vm->where_fixed = 0;
+    else lb_where(L, 1, vm->err_where, sizeof vm->err_where);
     int t = lua_type(L, 1);
     if (t == LUA_TTABLE) {
         lua_pushliteral(L, "code");
@@ -389,7 +419,7 @@ static void begin_limits(lb_vm *vm, lb_limits lim) {
     vm->instructions = 0;
     vm->max_instructions = lim.max_instructions;
     atomic_fetch_add(&vm->call_gen, 1);
-    if (lim.max_instructions > 0) lua_sethook(L, lb_hook, LUA_MASKCOUNT, 1000);
+    if (lim.max_instructions > 0) lua_sethook(L, lb_hook, LUA_MASKCOUNT, LB_HOOK_COUNT);
     else lua_sethook(L, NULL, 0, 0);
     if (lim.max_memory > 0 && vm->mem_used > vm->mem_settled + (size_t)lim.max_memory / 4) {
         /* The budget is growth above the heap at call start. Garbage left by earlier calls is
@@ -445,6 +475,19 @@ static void end_limits(lb_vm *vm, int status) {
     vm->max_instructions = 0;
 }
 
+/* A suspended call keeps its limits (deadline, memory cap, counters) for the thread that
+ * finishes it; this thread only stops being its owner. */
+static void suspend_limits(lb_vm *vm) {
+    tl_current = vm->prev_current;
+}
+
+/* The thread finishing a suspended call becomes its owner (the watchdog signals it). */
+static void resume_limits(lb_vm *vm) {
+    own_thread(vm);
+    vm->prev_current = tl_current;
+    tl_current = vm;
+}
+
 static void fill_failure(lb_vm *vm, int st, lb_result *res) {
     if (vm->killed || st == LUA_ERRMEM) {
         res->status = LB_KILLED;
@@ -475,16 +518,28 @@ static void fill_failure(lb_vm *vm, int st, lb_result *res) {
 
 /* Runs `body` (with one light userdata argument) under the VM's message handler and limits. */
 int lb_run_protected(lb_vm *vm, lua_CFunction body, void *arg, lb_limits lim, lb_result *res) {
-    lua_State *L = vm->L;
     memset(res, 0, sizeof *res);
     int outer = vm->depth == 0;
+    /* A nested call (from a host function) runs on the thread running the outer call: the
+     * call coroutine when the outer call runs there, as any C function calling back into Lua. */
+    lua_State *L = !outer && vm->cur ? vm->cur : vm->L;
     int saved_swift = vm->swift_depth;
+    lua_State *saved_cur = vm->cur;
+    int saved_attempting = vm->attempting;
     vm->swift_depth = 0;   /* a nested call's longjmps land in its own pcall, above the Swift frame */
-    if (outer) begin_limits(vm, lim);
+    if (outer) vm->cur = NULL;
+    vm->attempting = 0;    /* a nested call is never part of an attempt's yield points */
+    /* A suspended call nobody finished is dropped before the VM runs anything else. */
+    if (outer && vm->suspended && !vm->resuming) lb_discard_suspended(vm);
+    if (outer) {
+        if (vm->resuming) resume_limits(vm);
+        else begin_limits(vm, lim);
+    }
     vm->depth++;
     int top = lua_gettop(L);
     vm->err_code = 0;
     vm->err_where[0] = 0;
+    vm->where_fixed = 0;
     lua_rawgeti(L, LUA_REGISTRYINDEX, vm->ref_msgh);
     lua_pushcfunction(L, body);
     lua_pushlightuserdata(L, arg);
@@ -493,7 +548,12 @@ int lb_run_protected(lb_vm *vm, lua_CFunction body, void *arg, lb_limits lim, lb
     if (st == LUA_OK) res->status = LB_OK;
     else fill_failure(vm, st, res);
     lua_settop(L, top);
-    if (outer) end_limits(vm, st);
+    if (outer) {
+        if (vm->suspended) suspend_limits(vm);
+        else end_limits(vm, st);
+    }
     vm->swift_depth = saved_swift;
+    vm->cur = saved_cur;
+    vm->attempting = saved_attempting;
     return res->status;
 }

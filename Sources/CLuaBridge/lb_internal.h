@@ -68,7 +68,22 @@ struct lb_vm {
     int ref_namespaces;         /* ns name -> hidden table behind its locked proxy */
     int callstack_n;
     lb_buf scratch;             /* JSON encoding scratch (transient; copied out at once) */
+    /* attempts (lb_limits.attempt_ns): the outermost call runs on a coroutine that may yield */
+    lua_State *volatile cur;    /* the coroutine running the outermost call, or NULL (vm->L) */
+    int attempting;             /* the running coroutine may yield (budget, host function) */
+    int64_t attempt_deadline;   /* monotonic ns after which the attempt yields */
+    int suspended;              /* a call is suspended (LB_SUSPENDED) */
+    int resuming;               /* lb_run_protected: keep the suspended call's limits */
+    int co_ref;                 /* registry ref of the call coroutine (0 = none) */
+    int susp_arg_ref;           /* registry ref of the suspended call's first argument */
+    int susp_base_n;            /* callstack_n before the suspended call began */
+    int where_fixed;            /* err_where already set (from the coroutine): msgh keeps it */
+    int attempt_stuck;          /* the last attempt ran past its budget where it could not yield */
+    unsigned char inline_safe[256];
 };
+
+/* Count-hook interval (instructions between hook calls). */
+#define LB_HOOK_COUNT 1000
 
 struct lb_out {
     int type;
@@ -90,6 +105,10 @@ lb_vm *lb_from(lua_State *L);
 void lb_where(lua_State *L, int level, char *out, size_t cap);
 void lb_kill(lua_State *L, lb_vm *vm, int reason);   /* raises */
 void lb_arm_kill_hook(lua_State *L);
+int64_t lb_now_ns(void);
+/* Sets the hook of `co` for the running call: the kill hook once killed, else the count hook
+ * when an instruction budget or an attempt needs it, else none. */
+void lb_set_call_hook(lb_vm *vm, lua_State *co);
 int lb_killed_or_mem(lua_State *L, int status);
 
 int lb_run_protected(lb_vm *vm, lua_CFunction body, void *arg, lb_limits lim, lb_result *res);

@@ -57,14 +57,24 @@ void lb_push_locked(lua_State *L, int tindex) {
 
 /* ---------------------------------------------------------------- replaced base functions */
 
+/* pcall with a continuation (as Lua's own), so a call attempted on an I/O thread can still
+ * yield inside it (to finish on a worker). */
+static int sb_finish_pcall(lua_State *L, int st, lua_KContext extra) {
+    if (st != LUA_OK && st != LUA_YIELD) {
+        if (lb_killed_or_mem(L, st)) return lua_error(L);
+        lua_pushboolean(L, 0);
+        lua_pushvalue(L, -2);
+        return 2;
+    }
+    return lua_gettop(L) - (int)extra;
+}
+
 static int sb_pcall(lua_State *L) {
     luaL_checkany(L, 1);
-    int st = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
-    if (st != LUA_OK && lb_killed_or_mem(L, st)) return lua_error(L);
-    luaL_checkstack(L, 1, "pcall");
-    lua_pushboolean(L, st == LUA_OK);
+    lua_pushboolean(L, 1);
     lua_insert(L, 1);
-    return lua_gettop(L);
+    int st = lua_pcallk(L, lua_gettop(L) - 2, LUA_MULTRET, 0, 0, sb_finish_pcall);
+    return sb_finish_pcall(L, st, 0);
 }
 
 /* The message handler xpcall installs: a kill is raised from inside a hook, where hooks are

@@ -25,6 +25,9 @@ public struct HostConfig: Sendable {
     /// Lowest level logged (`--log-level`, `MOONBASE_LOG_LEVEL`); request lines are `info`.
     public var logLevel: LogLevel = .info
     public var workers = 2 * HostConfig.cores
+    /// `--max-workers`: the pool may grow to this many while every
+    /// worker is on a long call and requests wait (0 = fixed at `workers`).
+    public var maxWorkers = 0
     public var ioThreads = HostConfig.cores
     public var metricsRequireMaster = false
     public var quotaMonthlyRequests = 0

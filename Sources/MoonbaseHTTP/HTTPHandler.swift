@@ -20,12 +20,22 @@ public protocol HTTPHandler: Sendable {
     func dispatch(_ request: inout HTTPRequest) -> Bool
     /// Computes the answer. Never throws: errors become `HTTPResponse.error(_:)`.
     func handle(_ request: HTTPRequest) -> HTTPResponse
+    /// After `dispatch` said "worker": may this request first be attempted on the I/O thread
+    /// (`attempt`)? Cheap and non-blocking.
+    func wantsAttempt(_ request: HTTPRequest) -> Bool
+    /// Runs on the I/O thread as the idle worker `seat`, which the pool holds parked meanwhile:
+    /// the answer, or nil when the work must continue on that worker — the server then hands
+    /// the request to that very worker, whose `handle` picks up where the attempt stopped. Must
+    /// leave the I/O thread within about a millisecond.
+    func attempt(_ request: HTTPRequest, seat: Int) -> HTTPResponse?
 }
 
 extension HTTPHandler {
     public func bodyLimit(method: String, path: String) -> Int { HTTPServerConfig.defaultJSONBodyLimit }
     public func runsInline(_ request: HTTPRequest) -> Bool { false }
     public func dispatch(_ request: inout HTTPRequest) -> Bool { runsInline(request) }
+    public func wantsAttempt(_ request: HTTPRequest) -> Bool { false }
+    public func attempt(_ request: HTTPRequest, seat: Int) -> HTTPResponse? { nil }
 }
 
 /// Server settings (defaults: headers 16 KiB, 1,024 connections, 30 s idle).
@@ -38,6 +48,10 @@ public struct HTTPServerConfig: Sendable {
     public var ioThreads: Int
     /// Worker pthreads that run `HTTPHandler.handle`.
     public var workers: Int
+    /// Live workers at most: while every worker has been on one job for a few milliseconds and
+    /// jobs wait, the pool starts extra workers up to this many (each exits after 2 s idle), so
+    /// slow or spinning scripts hold their own workers. 0 (or ≤ `workers`) = a fixed pool.
+    public var maxWorkers = 0
     /// Request line + headers above this → 431 with a Parse body (code 107).
     public var maxHeaderBytes: Int
     /// Concurrent connections; libmicrohttpd closes new ones above it.

@@ -15,7 +15,7 @@ enum ServeCommand {
     static let help = """
         usage: moonbase serve [--host H] [--port P] [--data DIR] [--database URL] [--functions DIR] [--cron DIR]
                               [--public-url URL] [--log-format text|json]
-                              [--log-level debug|info|warn] [--workers N]
+                              [--log-level debug|info|warn] [--workers N] [--max-workers N]
                               [--metrics-require-master] [--quota-monthly-requests N]
                               [--rate-limit-per-minute N] [--cors-origins LIST|*|none]
                               [--max-connections N] [--max-connections-per-ip N] [--header-timeout SECONDS]
@@ -28,7 +28,7 @@ enum ServeCommand {
 
     static func run(_ args: [String]) throws -> Int32 {
         guard let (a, base) = try Commands.parse(args,
-            values: ["host", "port", "public-url", "log-format", "workers", "quota-monthly-requests", "rate-limit-per-minute",
+            values: ["host", "port", "public-url", "log-format", "workers", "max-workers", "quota-monthly-requests", "rate-limit-per-minute",
                      "cors-origins", "log-level", "max-connections", "max-connections-per-ip", "header-timeout"],
             flags: ["metrics-require-master"], help: help) else { return 0 }
         var c = base
@@ -46,6 +46,10 @@ enum ServeCommand {
         if let v = try a.int("workers") {
             guard v > 0 else { throw UsageError("--workers must be at least 1") }
             c.workers = v
+        }
+        if let v = try a.int("max-workers") {
+            guard v >= 0 else { throw UsageError("--max-workers must be 0 or more") }
+            c.maxWorkers = v
         }
         if a.flag("metrics-require-master") { c.metricsRequireMaster = true }
         if let v = try a.int("quota-monthly-requests") { c.quotaMonthlyRequests = v }
@@ -82,6 +86,7 @@ enum ServeCommand {
                 maxConnectionsPerIP: c.maxConnectionsPerIP, jobLimitMillis: c.luaTimeoutMs,
                 stuckGraceMillis: c.workerStuckGraceMs)
             httpConfig.maxUpgradedConnections = live.config.maxConnections
+            httpConfig.maxWorkers = c.maxWorkers
             server = try HTTPServer(config: httpConfig, handler: host.api, upgrader: live)
             live.attach(server)
             // Runs a crash left `running` are failed before the first request can read them.

@@ -31,7 +31,9 @@ public final class CloudCode: Sendable {
     let loading: LuaLimits
     let current = Mutex(Generation(id: 0, sources: [], registry: CloudRegistry()))
     let errors = Mutex<[String: String]>([:])
-    let slots = ThreadLocal<VMSlot> { VMSlot() }
+    let slots: ThreadLocal<VMSlot>
+    /// Worker threads' slots by their seat, for an I/O thread that borrowed the seat.
+    let seats: SeatSlots
     let nextId = Atomic<Int>(1)
     let onReload = Mutex<[@Sendable (Generation) -> Void]>([])
     /// Held for a whole load (read, compile, swap, observers): loads never overtake each other.
@@ -41,6 +43,13 @@ public final class CloudCode: Sendable {
         self.makeHost = makeHost
         self.clock = clock
         self.loading = loading
+        let seats = SeatSlots()
+        self.seats = seats
+        slots = ThreadLocal {
+            let s = VMSlot()
+            if let seat = WorkerSeat.own { seats.register(seat, s) }
+            return s
+        }
     }
 
     public var generation: Generation { current.withLock { $0 } }
@@ -128,6 +137,14 @@ public final class CloudCode: Sendable {
     /// This thread's VM for the current generation (built on first use after a reload).
     public func vm() throws(ParseError) -> LuaVM {
         let gen = generation
+        if let seat = WorkerSeat.borrowed {
+            // An I/O thread attempting a call on an idle worker's VM never builds one (loading
+            // every file takes milliseconds): without a current VM the call goes to the worker.
+            guard let slot = seats.slot(seat), let vm = slot.vm, slot.generation == gen.id else {
+                throw LuaVM.continuesOnWorker
+            }
+            return vm
+        }
         let slot = slots.value
         if let vm = slot.vm, slot.generation == gen.id { return vm }
         let vm = try loadedVM(gen)
@@ -160,11 +177,22 @@ public final class CloudCode: Sendable {
     /// room for calls: it is dropped (its memory freed and returned to the system) and the next
     /// call on this thread builds a fresh one from the current generation.
     public func dropThreadVMIfOverLimit() {
-        let slot = slots.value
-        guard let vm = slot.vm, vm.depth == 0, vm.overVMMemoryLimit else { return }
+        guard let slot = currentSlot, let vm = slot.vm, vm.depth == 0, !vm.hasPending, vm.overVMMemoryLimit else { return }
         Log.warn("cloud code: a Lua VM reached its memory limit (\(vm.memoryInUse >> 20) MB in use); it is rebuilt, its module state is lost")
         slot.vm = nil
         slot.generation = -1
+    }
+
+    /// The slot of the calling thread, or of the seat it borrowed (nil if that worker has none).
+    var currentSlot: VMSlot? {
+        if let seat = WorkerSeat.borrowed { return seats.slot(seat) }
+        return slots.value
+    }
+
+    /// Drops a call an attempt left suspended on this thread's (or the borrowed seat's) VM when
+    /// the request did not reach it again (it was refused on the worker before its Lua ran).
+    public func discardPending() {
+        if let vm = currentSlot?.vm, vm.hasPending { vm.discardPending() }
     }
 }
 
@@ -172,4 +200,22 @@ public final class CloudCode: Sendable {
 final class VMSlot {
     var vm: LuaVM?
     var generation = -1
+}
+
+/// Worker threads' VM slots by seat. Weak: a slot lives as long as its worker thread.
+final class SeatSlots: Sendable {
+    private final class Entry: @unchecked Sendable {
+        weak var slot: VMSlot?
+        init(_ s: VMSlot) { slot = s }
+    }
+    private let bySeat = Mutex<[Int: Entry]>([:])
+
+    func register(_ seat: Int, _ slot: VMSlot) {
+        bySeat.withLock { m in
+            m = m.filter { $0.value.slot != nil }
+            m[seat] = Entry(slot)
+        }
+    }
+
+    func slot(_ seat: Int) -> VMSlot? { bySeat.withLock { $0[seat]?.slot } }
 }

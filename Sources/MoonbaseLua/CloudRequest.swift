@@ -40,6 +40,9 @@ public struct CloudRouteRequest: Sendable {
     public var query: [(String, String)]
     public var body: [UInt8]
     public var request: CloudRequest
+    /// The route the host already matched (declared method, pattern, path parameters): the VM
+    /// then runs that handler without matching the path again. nil: the VM matches.
+    public var matched: (method: String, pattern: String, params: [(String, String)])?
     public init(method: String, path: String, query: [(String, String)] = [], body: [UInt8] = [],
                 request: CloudRequest = CloudRequest()) {
         self.method = method

@@ -50,7 +50,7 @@ public struct LuaLimits: Sendable, Hashable {
     /// The C bridge's view of these limits.
     var bridge: lb_limits {
         lb_limits(timeout_ms: timeoutMs, max_memory: maxMemoryBytes, max_instructions: maxInstructions,
-                  max_vm_memory: maxVMMemoryBytes, max_result: maxResultBytes)
+                  max_vm_memory: maxVMMemoryBytes, max_result: maxResultBytes, attempt_ns: 0)
     }
 
     /// 2 s: a write transaction of a request normally holds the writer for milliseconds; two

@@ -43,6 +43,21 @@ extension LuaVM {
     /// Runs `ref` with `args` under `context`. The core of every invocation.
     func invoke(ref: Int32, args: [JSONValue], extras: [(String, LuaExtra)] = [], mode: LuaResultMode,
                 context: LuaCallContext) throws(ParseError) -> JSONValue {
+        var attempt: Int64 = 0
+        if contexts.isEmpty {
+            attempt = attemptNanos
+            attemptNanos = 0
+            if let p = pendingRef {
+                if lb_suspended(handle) == 0 {
+                    pendingRef = nil   // the bridge dropped it (something else ran on this VM first)
+                } else if p == ref, case .returnValue = mode {
+                    // The worker finishing an attempt reaches the same handler: resume it.
+                    return try resumePending(context)
+                } else {
+                    discardPending()
+                }
+            }
+        }
         let argBytes = JSON.encode(.array(args))
         var cMode: Int32
         var field: String?
@@ -54,7 +69,11 @@ extension LuaVM {
         }
         // A call with a longer limit than the worker pool's default must not be taken for stuck.
         JobWatch.noteLimit(millis: context.limits.timeoutMs)
-        let limits = context.limits.bridge
+        var limits = context.limits.bridge
+        if attempt > 0, case .returnValue = mode {
+            if notAttempted.contains(ref) { throw LuaVM.continuesOnWorker }
+            limits.attempt_ns = attempt
+        }
         var cExtras: [lb_extra] = []
         var owned: [UnsafeMutablePointer<CChar>] = []
         defer { for p in owned { free(p) } }
@@ -86,6 +105,24 @@ extension LuaVM {
                 }
             }
         }
+        if limits.attempt_ns > 0 && lb_attempt_stuck(handle) != 0 { notAttempted.insert(ref) }
+        if res.status == Int32(LB_SUSPENDED) {
+            pendingRef = ref
+            throw LuaVM.continuesOnWorker
+        }
+        return try decodeResult(&res, context: context)
+    }
+
+    /// Finishes the suspended call on this thread under `context` (built by the worker exactly
+    /// as the attempt built its own).
+    func resumePending(_ context: LuaCallContext) throws(ParseError) -> JSONValue {
+        pendingRef = nil
+        JobWatch.noteLimit(millis: context.limits.timeoutMs)
+        contexts.append(context)
+        defer { contexts.removeLast() }
+        var res = lb_result()
+        defer { lb_result_free(&res) }
+        lb_resume_call(handle, &res)
         return try decodeResult(&res, context: context)
     }
 

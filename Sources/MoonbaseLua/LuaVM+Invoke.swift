@@ -74,10 +74,15 @@ extension LuaVM {
     /// - Throws: the script's error (the API answers 500/141 for a bare error, 400/code for
     ///   `cloud.error`).
     public func runRoute(_ r: CloudRouteRequest, limits: LuaLimits = .functionDefaults) throws(ParseError) -> CloudRouteResponse? {
-        guard let (route, params) = registry.matchRoute(method: r.method, path: r.path),
-              let ref = handlerRefs[.route(route.method, route.path)] else { return nil }
+        var found: (CloudRouteInfo, [(String, String)])?
+        if let m = r.matched, let info = registry.routes.first(where: { $0.method == m.method && $0.path == m.pattern }) {
+            found = (info, m.params)
+        } else if let (info, params) = registry.matchRoute(method: r.method, path: r.path) {
+            found = (info, params.map { ($0.key, $0.value) })
+        }
+        guard let (route, params) = found, let ref = handlerRefs[.route(route.method, route.path)] else { return nil }
         var pathObj = JSONObject()
-        for (k, v) in params.sorted(by: { $0.key < $1.key }) { pathObj[k] = .string(v) }
+        for (k, v) in params.sorted(by: { $0.0 < $1.0 }) { pathObj[k] = .string(v) }
         var query = JSONObject()
         for (k, v) in r.query { query[k] = .string(v) }
         var extra: [(String, JSONValue)] = [("method", .string(r.method.uppercased())), ("path", .object(pathObj)),

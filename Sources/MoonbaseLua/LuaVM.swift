@@ -33,6 +33,17 @@ public final class LuaVM {
     var handlerRefs: [CloudHandlerKey: Int32] = [:]
     let progressFn: Int64
     let messageFn: Int64
+    /// Set by the host just before an outermost call that should run as an attempt (on an HTTP
+    /// I/O thread): the call suspends itself after this many nanoseconds, or at its first host
+    /// function that may block or act outside the call (`db.*`, `http`, `log`), and
+    /// `LuaVM.continuesOnWorker` is thrown; the next outermost `invoke` of the same handler on
+    /// this VM (on the worker) resumes it instead of starting anew. Consumed by that call.
+    public var attemptNanos: Int64 = 0
+    /// The handler whose call is suspended on this VM (see `attemptNanos`).
+    var pendingRef: Int32?
+    /// Handlers whose attempt once ran past its budget where it could not yield: they are no
+    /// longer attempted on this VM (they go to the worker at once).
+    var notAttempted: Set<Int32> = []
 
     #if DEBUG
     public static let defaultStrict = true
@@ -79,7 +90,27 @@ public final class LuaVM {
             guard lb_register(vm, ns, name, Int64(i)) == 0 else {
                 throw ParseError.internalError("cannot register \(ns).\(name)")
             }
+            if binding.inlineSafe { lb_set_inline_safe(vm, Int64(i)) }
         }
+    }
+
+    /// Thrown by a call attempted on an I/O thread that must be finished on the worker whose VM
+    /// it ran on (see `attemptNanos`); recognised by `isContinuesOnWorker`.
+    public static let continuesOnWorker = ParseError(.internalError, "the call continues on a worker",
+                                                     underlying: LuaVM.continuesMarker)
+    static let continuesMarker = "lua: continues on a worker"
+
+    /// True for `continuesOnWorker`.
+    public static func isContinuesOnWorker(_ e: ParseError) -> Bool { e.underlying == continuesMarker }
+
+    /// A call is suspended on this VM, waiting for its worker.
+    public var hasPending: Bool { pendingRef != nil && lb_suspended(raw) != 0 }
+
+    /// Drops a suspended call nobody will finish (its request took another path on the worker).
+    public func discardPending() {
+        guard pendingRef != nil else { return }
+        pendingRef = nil
+        lb_discard_suspended(raw)
     }
 
     deinit { lb_close(raw) }

@@ -91,6 +91,43 @@ struct WorkerPoolTests {
         pool.stop()
     }
 
+    @Test func growsPastLongJobsUpToItsCapAndShrinksBack() throws {
+        let pool = try WorkerPool(workers: 1, maxQueued: 64, maxWorkers: 3)
+        let gate = Gate()
+        let tally = Tally()
+        // Three long jobs: the first holds the only worker; the next ones wait until the pool
+        // sees every worker on a long job and starts another (up to 3 in all).
+        for _ in 0..<3 { #expect(pool.submit(TallyJob(tally, gate: gate))) }
+        #expect(gate.waitForArrivals(3))
+        #expect(pool.status().workers == 3)
+        // At the cap a fourth waits.
+        #expect(pool.submit(TallyJob(tally)))
+        usleep(50_000)
+        #expect(tally.ran.load(ordering: .relaxed) == 0)
+        #expect(pool.status().workers == 3)
+        gate.release()
+        #expect(tally.waitForRuns(4))
+        // The extra workers exit after about 2 s idle.
+        for _ in 0..<400 where pool.status().workers > 1 { usleep(10_000) }
+        #expect(pool.status().workers == 1)
+        #expect(pool.submit(TallyJob(tally)))
+        #expect(tally.waitForRuns(5))
+        pool.stop()
+    }
+
+    @Test func aFixedPoolDoesNotGrow() throws {
+        let pool = try WorkerPool(workers: 1, maxQueued: 64)
+        let gate = Gate()
+        let tally = Tally()
+        for _ in 0..<2 { #expect(pool.submit(TallyJob(tally, gate: gate))) }
+        #expect(gate.waitForArrivals(1))
+        usleep(50_000)
+        #expect(pool.status().workers == 1 && pool.queued == 1)
+        gate.release()
+        #expect(tally.waitForRuns(2))
+        pool.stop()
+    }
+
     @Test func stopCancelsQueuedJobsAndRefusesNewOnes() throws {
         let pool = try WorkerPool(workers: 1, maxQueued: 64)
         let gate = Gate()

@@ -28,8 +28,10 @@ enum { LB_KILL_NONE = 0, LB_KILL_TIMEOUT = 1, LB_KILL_MEMORY = 2, LB_KILL_INSTRU
        LB_KILL_VM_MEMORY = 6,   /* the VM's whole heap (module state + this call) reached max_vm_memory */
        LB_KILL_RESULT = 7 };    /* the call's JSON result grew past max_result */
 
-/* Outcome of lb_load / lb_call. */
-enum { LB_OK = 0, LB_ERROR = 1, LB_KILLED = 2 };
+/* Outcome of lb_load / lb_call. LB_SUSPENDED: an attempt (lb_limits.attempt_ns) ran out of its
+ * budget or reached a host function that is not inline-safe, and yielded; the VM now holds the
+ * suspended call (and must run nothing else) until lb_resume_call or lb_discard_suspended. */
+enum { LB_OK = 0, LB_ERROR = 1, LB_KILLED = 2, LB_SUSPENDED = 3 };
 
 typedef struct {
     int32_t type;
@@ -49,6 +51,9 @@ typedef struct {
     int64_t max_instructions;
     int64_t max_vm_memory;    /* bytes of the VM's whole heap, module state included */
     int64_t max_result;       /* bytes of the JSON text of the call's result */
+    int64_t attempt_ns;       /* > 0: run as an attempt that suspends itself after this long, or at
+                                 its first host function not marked inline-safe (outermost calls
+                                 with LB_RESULT_RETURN only) */
 } lb_limits;
 
 /* Result of a load or call; free with lb_result_free. */
@@ -97,6 +102,19 @@ int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
             const lb_extra *extras, int nextras, int32_t result_mode, const char *result_field,
             lb_limits limits, lb_result *res);
 void lb_result_free(lb_result *res);
+/* Finishes the suspended call on the calling thread (its limits, deadline and counters carry
+ * on); the result is that of the call. */
+int lb_resume_call(lb_vm *vm, lb_result *res);
+/* Drops the suspended call (its per-call globals and coroutine); the VM is idle again. */
+void lb_discard_suspended(lb_vm *vm);
+/* 1 while the VM holds a suspended call. */
+int lb_suspended(lb_vm *vm);
+/* 1 when the last attempt ran past its budget where it could not yield (a comparator, a
+ * metamethod called from C): the host stops attempting that handler. */
+int lb_attempt_stuck(lb_vm *vm);
+/* Marks host function `fnid` as safe to run during an attempt (it neither blocks nor has effects
+ * outside the call: time, random ids, hashing). Others suspend the attempt before they run. */
+void lb_set_inline_safe(lb_vm *vm, int64_t fnid);
 /* Modules of functions/lib/: hand a module's source to the VM under its name ("lib.geo"); the
  * first require of it (from Lua, or lb_require_module) runs it. */
 int lb_add_module(lb_vm *vm, const char *name, const char *src, size_t len);

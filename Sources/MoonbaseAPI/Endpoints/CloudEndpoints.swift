@@ -11,7 +11,7 @@ import MoonbaseStore
 enum CloudEndpoints {
     static func routes(_ s: Services) -> [(String, String, Endpoint)] {
         [
-            ("POST", "/parse/functions/:name", Endpoint("functions.call", access: .app) { req throws(ParseError) in
+            ("POST", "/parse/functions/:name", Endpoint("functions.call", access: .app, attemptable: true) { req throws(ParseError) in
                 let name = req.param("name")
                 req.target = .function(name)
                 let params = try req.jsonBody()
@@ -74,11 +74,12 @@ enum CloudEndpoints {
 
     /// The endpoint that runs a Lua `cloud.route` (no application id needed).
     static func luaRoute(_ s: Services, method: String, pattern: String) -> Endpoint {
-        Endpoint("route:\(method) \(pattern)", access: .open) { req throws(ParseError) in
+        Endpoint("route:\(method) \(pattern)", access: .open, attemptable: true) { req throws(ParseError) in
             req.target = .route(method: method, pattern: pattern)
-            let r = CloudRouteRequest(method: req.http.method == "HEAD" ? "GET" : req.http.method, path: req.http.path,
+            var r = CloudRouteRequest(method: req.http.method == "HEAD" ? "GET" : req.http.method, path: req.http.path,
                                       query: req.http.query, body: req.http.body,
                                       request: s.cloud.request(s.caller(req)))
+            r.matched = (method, pattern, req.params)
             do throws(ParseError) {
                 guard let out = try s.cloud.runRoute(r, caller: s.caller(req)) else {
                     throw ParseError(.objectNotFound, "no such endpoint: \(req.http.method) \(req.http.path)")

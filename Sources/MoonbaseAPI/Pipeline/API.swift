@@ -3,6 +3,7 @@ import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseHTTP
 import MoonbaseJSON
+import MoonbaseLua
 import MoonbaseQuota
 import MoonbaseStore
 import Synchronization
@@ -69,13 +70,46 @@ public final class API: HTTPHandler {
     }
 
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
+        let response = respond(request, attempt: false)!
+        // An attempt that moved here left its call suspended on this worker's VM; if the request
+        // took another path this time (refused before its Lua ran), that call is dropped.
+        services.cloud.discardPending()
+        return response
+    }
+
+    /// Function and route calls by anonymous callers (no session to resolve, no request id to
+    /// record) may start on the I/O thread: nothing before their Lua blocks or writes.
+    public func wantsAttempt(_ request: HTTPRequest) -> Bool {
+        guard let note = request.note as? RoutedNote, let m = note.match, m.value.attemptable else { return false }
+        if request.header("x-parse-session-token") != nil || request.header("authorization") != nil { return false }
+        if request.method != "GET", request.header("x-parse-request-id") != nil { return false }
+        return true
+    }
+
+    /// Runs the request on this I/O thread as the idle worker `seat` (its Lua VM), with the call
+    /// attempted under a short budget. nil: the call yielded (budget spent, or a `db.*`, `http` or
+    /// `log` call) and is suspended on that worker's VM; the worker then runs `handle`, which
+    /// goes through the same steps and resumes the call where it stopped. Nothing the attempt
+    /// did before that is visible: its quota unit is given back, and nothing is logged or counted.
+    public func attempt(_ request: HTTPRequest, seat: Int) -> HTTPResponse? {
+        WorkerSeat.borrowing(seat) {
+            services.cloud.attempting {
+                let r = respond(request, attempt: true)
+                if r != nil { services.cloud.discardPending() }
+                return r
+            }
+        }
+    }
+
+    func respond(_ request: HTTPRequest, attempt: Bool) -> HTTPResponse? {
         var http = request
         if !(http.note is RoutedNote) { SDKRequest.normalize(&http) }
         var response: HTTPResponse
         if http.method == "OPTIONS" && cors.applies(http.path) {
             response = cors.preflight(http)
         } else {
-            response = answer(http)
+            guard let r = answer(http, attempt: attempt) else { return nil }
+            response = r
             // A Lua route that set its own CORS headers keeps them.
             let corsHeaders = cors.headers(http)
             if !corsHeaders.isEmpty, response.header("Access-Control-Allow-Origin") == nil {
@@ -98,7 +132,10 @@ public final class API: HTTPHandler {
         return p.hasPrefix("/parse/") || p.hasPrefix("/admin/") || p.hasPrefix("/oauth/")
     }
 
-    func answer(_ http: HTTPRequest) -> HTTPResponse {
+    func answer(_ http: HTTPRequest) -> HTTPResponse { answer(http, attempt: false)! }
+
+    /// nil only for an attempt whose call continues on the worker (see `attempt`).
+    func answer(_ http: HTTPRequest, attempt: Bool) -> HTTPResponse? {
         let started = monotonicNanos()
         let routed = http.note as? RoutedNote
         guard let match = routed != nil ? routed?.match : route(http.method, http.path) else {
@@ -151,6 +188,10 @@ public final class API: HTTPHandler {
                 response = try endpoint.body(req)
             }
         } catch let e {
+            if attempt && LuaVM.isContinuesOnWorker(e) {
+                if let d = decision, charged { services.quota.refund(d) }
+                return nil
+            }
             if e.code.rawValue == 0 {
                 response = .json(e.httpStatus, Array(#"{"error":"unauthorized"}"#.utf8))
             } else {

@@ -24,11 +24,15 @@ public struct Endpoint: Sendable {
     public var inline: Bool
     /// Counted in usage (false for health and metrics).
     public var charged: Bool
+    /// May start on the I/O thread as an attempt (Lua functions and routes: see `API.attempt`).
+    public var attemptable: Bool
     /// A stable name for metrics and usage (`classes.create`).
     public var name: String
     public var body: Body
 
-    public init(_ name: String, access: Access, inline: Bool = false, charged: Bool = true, _ body: @escaping Body) {
+    public init(_ name: String, access: Access, inline: Bool = false, charged: Bool = true,
+                attemptable: Bool = false, _ body: @escaping Body) {
+        self.attemptable = attemptable
         self.name = name
         self.access = access
         self.inline = inline

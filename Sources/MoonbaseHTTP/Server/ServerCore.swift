@@ -45,7 +45,7 @@ final class ServerCore: Sendable {
         self.upgrader = upgrader
         pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
                               spinMicros: config.workerSpinMicros, jobLimitMillis: config.jobLimitMillis,
-                              graceMillis: config.stuckGraceMillis)
+                              graceMillis: config.stuckGraceMillis, maxWorkers: config.maxWorkers)
     }
 
     // MARK: First access-handler call: headers are in.
@@ -136,11 +136,24 @@ final class ServerCore: Sendable {
             if handler.dispatch(&state.request) {
                 return answer(state, handler.handle(state.request), close: false)
             }
+            // A call that finishes in microseconds costs less here than the two thread hops to
+            // a worker and back: attempt it on this thread as an idle worker (its VM); if it
+            // cannot finish within its short budget it continues on that worker.
+            var reserved: (index: Int, seat: Int)?
+            if handler.wantsAttempt(state.request), let w = pool.reserveIdle() {
+                if let r = handler.attempt(state.request, seat: w.seat) {
+                    pool.release(w.index)
+                    return answer(state, r, close: false)
+                }
+                reserved = w
+            }
             state.phase = .suspended
             state.countedSuspended = true
             suspendedCount.add(1, ordering: .relaxed)
             MHD_suspend_connection(state.connection)
-            if !pool.submit(state) {
+            if let w = reserved {
+                pool.submit(state, to: w.index)
+            } else if !pool.submit(state) {
                 state.response = .parseError(status: 503, code: .internalError, message: "server busy")
                 MHD_resume_connection(state.connection)
             }

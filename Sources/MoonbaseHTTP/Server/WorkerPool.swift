@@ -70,6 +70,18 @@ final class WorkerPool: @unchecked Sendable {
     private var threads: [pthread_t?]
     /// The job each index is running.
     private var running: [(any WorkItem)?]
+    /// A job handed to one worker in particular (an attempt it must finish), run before the queue.
+    private var direct: [(any WorkItem)?]
+    /// Each index's seat (`WorkerSeat`): a number unique to the thread running there.
+    private var seats: [Int]
+    private var nextSeat = 0
+    /// Workers started past `count` because every worker was busy on a long job (see
+    /// `growIfStarved`); retired after `extraIdleNanos` idle.
+    private var extra: [Bool]
+    /// When each index last parked (monotonic ns).
+    private var idleSince: [UInt64]
+    /// Set on an extra worker woken to exit.
+    private var retire: [Bool]
     /// Indices whose thread was abandoned and still runs its stuck job.
     private var abandoned: [Bool]
     private var freeIndices: [Int] = []
@@ -88,6 +100,14 @@ final class WorkerPool: @unchecked Sendable {
     let replaced = Atomic<Int>(0)
     /// A worker busy this long on one job counts toward saturation.
     static let saturationNanos: UInt64 = 1_000_000_000
+    /// A job running this long is long: when every worker runs one and jobs wait, the pool
+    /// starts another worker (up to `maxLive`), so slow or spinning scripts hold their own
+    /// workers and the requests behind them start within a few milliseconds.
+    static let longJobNanos: UInt64 = 3_000_000
+    /// An extra worker idle this long exits.
+    static let extraIdleNanos: UInt64 = 2_000_000_000
+    /// Live workers at most (`count` when the pool does not grow).
+    let maxLive: Int
 
     /// The worker index of the calling thread (nil off the pool). Shared by every pool: a
     /// thread belongs to at most one.
@@ -105,20 +125,28 @@ final class WorkerPool: @unchecked Sendable {
     /// - Parameters:
     ///   - jobLimitMillis: a job's default time limit (0 = no backstop).
     ///   - graceMillis: how long past its limit a worker may run before it is replaced.
+    ///   - maxWorkers: live workers at most, extra ones included (0 or ≤ workers: no growth).
     init(workers: Int, maxQueued: Int, spinMicros: Int = 0, jobLimitMillis: Int = 0,
-         graceMillis: Int = 5_000) throws(HTTPServerError) {
+         graceMillis: Int = 5_000, maxWorkers: Int = 0) throws(HTTPServerError) {
         count = max(1, workers)
         self.maxQueued = max(1, maxQueued)
         spinNanos = UInt64(max(0, spinMicros)) * 1000
         jobLimitNanos = UInt64(max(0, jobLimitMillis)) * 1_000_000
         graceNanos = UInt64(max(0, graceMillis)) * 1_000_000
-        let capacity = 2 * count
+        maxLive = max(count, maxWorkers)
+        // Live workers (at most maxLive) plus abandoned stuck ones (at most count).
+        let capacity = maxLive + count
         mutex = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
         words = .allocate(capacity: capacity * WorkerPool.wordStride)
         words.initialize(repeating: 0, count: capacity * WorkerPool.wordStride)
         threads = Array(repeating: nil, count: capacity)
         running = Array(repeating: nil, count: capacity)
+        direct = Array(repeating: nil, count: capacity)
+        seats = Array(repeating: -1, count: capacity)
+        extra = Array(repeating: false, count: capacity)
+        idleSince = Array(repeating: 0, count: capacity)
+        retire = Array(repeating: false, count: capacity)
         abandoned = Array(repeating: false, count: capacity)
         slots = (0..<capacity).map { _ in JobSlot() }
         freeIndices = Array((count..<capacity).reversed())
@@ -133,7 +161,7 @@ final class WorkerPool: @unchecked Sendable {
             }
         }
         pthread_mutex_unlock(mutex)
-        if jobLimitNanos > 0 { startMonitor() }
+        if jobLimitNanos > 0 || maxLive > count { startMonitor() }
     }
 
     deinit {
@@ -144,7 +172,9 @@ final class WorkerPool: @unchecked Sendable {
 
     /// Starts a worker thread on `index` (mutex held). Returns the error code on failure.
     private func spawn(index: Int) -> Int32? {
-        let ctx = Unmanaged.passRetained(WorkerContext(pool: self, index: index)).toOpaque()
+        nextSeat += 1
+        seats[index] = nextSeat
+        let ctx = Unmanaged.passRetained(WorkerContext(pool: self, index: index, seat: nextSeat)).toOpaque()
         var tid = pthread_t()
         let rc = pthread_create(&tid, nil, workerMain, ctx)
         if rc != 0 {
@@ -171,10 +201,42 @@ final class WorkerPool: @unchecked Sendable {
         if queue.count > wakePending, let w = idle.popLast() {
             wake = w
             wakePending += 1
+        } else {
+            growIfStarved(now: monotonicNanos())
         }
         pthread_mutex_unlock(mutex)
         if wake >= 0 { mb_parker_wake(word(wake)) }
         return true
+    }
+
+    /// Takes a parked worker off the idle list without waking it, for the caller to run work
+    /// on its seat (`WorkerSeat.borrowing`); nil when none is idle or jobs are waiting. The
+    /// worker stays parked and takes no job until `release` or `submit(_:to:)`.
+    func reserveIdle() -> (index: Int, seat: Int)? {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard !stopping, queue.count == 0, let w = idle.popLast() else { return nil }
+        return (w, seats[w])
+    }
+
+    /// Gives back a worker reserved by `reserveIdle`: parked again, or woken if jobs arrived
+    /// meanwhile (or the pool is stopping).
+    func release(_ index: Int) {
+        pthread_mutex_lock(mutex)
+        let wake = stopping || queue.count > wakePending
+        if wake { wakePending += 1 } else { idle.append(index) }
+        pthread_mutex_unlock(mutex)
+        if wake { mb_parker_wake(word(index)) }
+    }
+
+    /// Hands `job` to the worker reserved by `reserveIdle` and wakes it (it runs the job even if
+    /// the pool began stopping: the job finishes what the reservation started).
+    func submit(_ job: any WorkItem, to index: Int) {
+        pthread_mutex_lock(mutex)
+        direct[index] = job
+        wakePending += 1
+        pthread_mutex_unlock(mutex)
+        mb_parker_wake(word(index))
     }
 
     /// Jobs waiting for a worker (diagnostics).
@@ -254,15 +316,28 @@ final class WorkerPool: @unchecked Sendable {
         return left
     }
 
-    fileprivate func loop(index: Int) {
+    fileprivate func loop(index: Int, seat: Int) {
         _ = mb_unblock_signal(SIGURG)
         pthread_setspecific(WorkerPool.indexKey, UnsafeRawPointer(bitPattern: index + 1))
+        WorkerSeat.setOwn(seat)
         let slot = slots[index]
         JobWatch.bind(slot)
         let w = word(index)
         pthread_mutex_lock(mutex)
         while true {
-            if let job = queue.pop() {
+            if retire[index] && !stopping {
+                // An extra worker idle for long: leave (the monitor took it off `idle`). While
+                // stopping it stays to be joined instead.
+                retire[index] = false
+                live -= 1
+                vacate(index)
+                pthread_mutex_unlock(mutex)
+                pthread_detach(pthread_self())
+                return
+            }
+            let handed = direct[index]
+            if handed != nil { direct[index] = nil }
+            if let job = handed ?? queue.pop() {
                 running[index] = job
                 let now = monotonicNanos()
                 slot.startedAt.store(now, ordering: .relaxed)
@@ -276,9 +351,8 @@ final class WorkerPool: @unchecked Sendable {
                 if abandoned[index] {
                     // Replaced while stuck: give the index back and leave.
                     abandoned[index] = false
-                    threads[index] = nil
                     stuckCount -= 1
-                    freeIndices.append(index)
+                    vacate(index)
                     pthread_mutex_unlock(mutex)
                     Log.warn("worker \(index): a job abandoned as stuck finally returned; its thread exits")
                     return
@@ -290,6 +364,7 @@ final class WorkerPool: @unchecked Sendable {
                 return
             }
             mb_parker_arm(w)
+            idleSince[index] = monotonicNanos()
             idle.append(index)
             pthread_mutex_unlock(mutex)
             mb_parker_wait(w, spinNanos)
@@ -297,6 +372,13 @@ final class WorkerPool: @unchecked Sendable {
             // Only a waker (submit or stop) takes us off `idle`, counting us in `wakePending`.
             wakePending -= 1
         }
+    }
+
+    /// Gives `index` back for a later worker: its thread is leaving (mutex held).
+    private func vacate(_ index: Int) {
+        extra[index] = false
+        threads[index] = nil
+        freeIndices.append(index)
     }
 
     // MARK: Backstop
@@ -321,10 +403,61 @@ final class WorkerPool: @unchecked Sendable {
     }
 
     fileprivate func monitorLoop() {
+        // Growth needs a fast look (a request waits at most about this long for a new
+        // worker); the stuck check runs every 100 ms either way.
+        let grows = maxLive > count
+        let sleepMicros: UInt32 = grows ? 2_000 : 100_000
+        let stuckEvery = grows ? 50 : 1
+        var tick = 0
         while monitorRunning.load(ordering: .acquiring) {
-            usleep(100_000)
-            checkStuck()
+            usleep(sleepMicros)
+            tick += 1
+            if grows {
+                pthread_mutex_lock(mutex)
+                let now = monotonicNanos()
+                growIfStarved(now: now)
+                let leaving = retireIdleExtras(now: now)
+                pthread_mutex_unlock(mutex)
+                for w in leaving { mb_parker_wake(word(w)) }
+            }
+            if jobLimitNanos > 0 && tick % stuckEvery == 0 { checkStuck() }
         }
+    }
+
+    /// Starts an extra worker when jobs wait and every live worker has been on its job for
+    /// `longJobNanos` (mutex held). Workers just woken or reserved count as soon free.
+    private func growIfStarved(now: UInt64) {
+        guard !stopping, live < maxLive, queue.count > wakePending, idle.isEmpty else { return }
+        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] {
+            let t = slots[i].startedAt.load(ordering: .relaxed)
+            guard running[i] != nil, t != 0, now > t &+ WorkerPool.longJobNanos else { return }
+        }
+        guard let fresh = freeIndices.popLast() else { return }
+        if spawn(index: fresh) != nil {
+            freeIndices.append(fresh)
+            return
+        }
+        extra[fresh] = true
+    }
+
+    /// Takes extra workers idle for `extraIdleNanos` off `idle` and marks them to exit (mutex
+    /// held); the caller wakes them.
+    private func retireIdleExtras(now: UInt64) -> [Int] {
+        guard live > count, !stopping else { return [] }
+        var out: [Int] = []
+        var i = 0
+        while i < idle.count {
+            let w = idle[i]
+            if extra[w] && live - out.count > count && now > idleSince[w] &+ WorkerPool.extraIdleNanos {
+                idle.remove(at: i)
+                retire[w] = true
+                wakePending += 1
+                out.append(w)
+            } else {
+                i += 1
+            }
+        }
+        return out
     }
 
     /// Abandons and replaces every worker past its deadline plus the grace.
@@ -378,15 +511,17 @@ private final class OnceFlag: Sendable {
 private final class WorkerContext {
     let pool: WorkerPool
     let index: Int
-    init(pool: WorkerPool, index: Int) {
+    let seat: Int
+    init(pool: WorkerPool, index: Int, seat: Int = 0) {
         self.pool = pool
         self.index = index
+        self.seat = seat
     }
 }
 
 private let workerMain: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? = { raw in
     let ctx = Unmanaged<WorkerContext>.fromOpaque(raw!).takeRetainedValue()
-    ctx.pool.loop(index: ctx.index)
+    ctx.pool.loop(index: ctx.index, seat: ctx.seat)
     return nil
 }
 

@@ -29,6 +29,14 @@ enum HostBinding {
     case jobMessage
     case crypto(CryptoOp)
 
+    /// Runs during an attempt on an I/O thread: neither blocks nor acts outside the call.
+    var inlineSafe: Bool {
+        switch self {
+        case .timeNow, .randomId, .crypto, .cloud: return true
+        case .host, .log, .print, .jobProgress, .jobMessage: return false
+        }
+    }
+
     var luaName: (String, String)? {
         switch self {
         case .host(let ns, let name): return (ns, name)
