@@ -1,4 +1,5 @@
 import MoonbaseCore
+import Synchronization
 
 /// Request accounting and limits: the hot-path half of MoonbaseQuota.
 ///
@@ -32,6 +33,16 @@ public final class Quota: Sendable {
     let usage: UsageAggregator
     let windows: RateWindows
     let month = MonthCounter()
+    /// Many hosts: what the flusher learnt of the shared monthly total (see `absorbShared`).
+    let shared = Mutex(SharedMonth())
+
+    struct SharedMonth {
+        var month: Int64 = .min
+        /// This host's app units flushed in `month`.
+        var flushed: Int64 = 0
+        /// Other hosts' units already added to the month counter.
+        var others: Int64 = 0
+    }
 
     /// - Parameters:
     ///   - config: limits and accounting switch.

@@ -82,4 +82,16 @@ public protocol UsageSink: Sendable {
 
     /// The app's units in [monthStart, monthEnd) and the stored windows of `minute`.
     func loadTotals(monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> UsageSnapshot
+
+    /// Several hosts on one database: `write` (an empty batch writes nothing), then, in the same
+    /// transaction, the app's units in [monthStart, monthEnd) as every host flushed them. Nil
+    /// from a sink only one host uses (SQLite): its own counts are then the whole truth.
+    func writeReadingShared(_ batch: UsageBatch, monthStart: Int64, monthEnd: Int64) throws -> Int64?
+}
+
+extension UsageSink {
+    public func writeReadingShared(_ batch: UsageBatch, monthStart: Int64, monthEnd: Int64) throws -> Int64? {
+        if !batch.isEmpty { try write(batch) }
+        return nil
+    }
 }

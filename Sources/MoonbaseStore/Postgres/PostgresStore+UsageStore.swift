@@ -11,30 +11,44 @@ import MoonbaseQuota
 /// pool like a serialization failure.
 extension PostgresStore: UsageStore {
     public func write(_ batch: UsageBatch) throws {
-        let rows = batch.rows.sorted { ($0.kind.rawValue, $0.key, $0.hour) < ($1.kind.rawValue, $1.key, $1.hour) }
-        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) in
-            let c = tx.connection
-            for r in rows {
-                let k = r.counts
-                try c.execute(PostgresUsageSQL.upsertUsage, [
-                    .integer(r.hour), .text(r.kind.rawValue), .text(r.key), .integer(k.units), .integer(k.refused),
-                    .integer(k.dbReads), .integer(k.dbWrites), .integer(k.luaCpuMicros), .integer(k.wallMicros),
-                    .integer(k.bytesIn), .integer(k.bytesOut), .integer(k.events),
-                ])
-            }
-            for w in batch.windows {
-                try c.execute(PostgresUsageSQL.upsertWindow, [.text(w.key), .integer(w.minute), .integer(w.count)])
-            }
-            try c.execute("DELETE FROM _mb_usage_window WHERE minute < $1", [.integer(batch.pruneWindowsBefore)])
+        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) in try write(batch, on: tx.connection) }
+    }
+
+    /// The flush and, after it, the month's shared total: the hosts' flushes are the only
+    /// writers of these rows, so the sum is every unit any host flushed, this one's included.
+    public func writeReadingShared(_ batch: UsageBatch, monthStart: Int64, monthEnd: Int64) throws -> Int64? {
+        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) -> Int64 in
+            if !batch.isEmpty { try write(batch, on: tx.connection) }
+            return try Self.appUnits(monthStart: monthStart, monthEnd: monthEnd, on: tx.connection)
         }
+    }
+
+    static func appUnits(monthStart: Int64, monthEnd: Int64, on c: PGConnection) throws(ParseError) -> Int64 {
+        try c.execute("""
+            SELECT coalesce(sum(units), 0)::int8 FROM _mb_usage
+            WHERE kind = 'account' AND key = 'app' AND hour >= $1 AND hour < $2
+            """, [.integer(monthStart), .integer(monthEnd)]).scalar?.int64 ?? 0
+    }
+
+    private func write(_ batch: UsageBatch, on c: PGConnection) throws(ParseError) {
+        let rows = batch.rows.sorted { ($0.kind.rawValue, $0.key, $0.hour) < ($1.kind.rawValue, $1.key, $1.hour) }
+        for r in rows {
+            let k = r.counts
+            try c.execute(PostgresUsageSQL.upsertUsage, [
+                .integer(r.hour), .text(r.kind.rawValue), .text(r.key), .integer(k.units), .integer(k.refused),
+                .integer(k.dbReads), .integer(k.dbWrites), .integer(k.luaCpuMicros), .integer(k.wallMicros),
+                .integer(k.bytesIn), .integer(k.bytesOut), .integer(k.events),
+            ])
+        }
+        for w in batch.windows {
+            try c.execute(PostgresUsageSQL.upsertWindow, [.text(w.key), .integer(w.minute), .integer(w.count)])
+        }
+        try c.execute("DELETE FROM _mb_usage_window WHERE minute < $1", [.integer(batch.pruneWindowsBefore)])
     }
 
     public func loadTotals(monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> UsageSnapshot {
         try pool.withConnection { (c) throws(ParseError) -> UsageSnapshot in
-            let units = try c.execute("""
-                SELECT coalesce(sum(units), 0)::int8 FROM _mb_usage
-                WHERE kind = 'account' AND key = 'app' AND hour >= $1 AND hour < $2
-                """, [.integer(monthStart), .integer(monthEnd)]).scalar?.int64 ?? 0
+            let units = try Self.appUnits(monthStart: monthStart, monthEnd: monthEnd, on: c)
             let windows = try c.execute("SELECT key, count FROM _mb_usage_window WHERE minute = $1 ORDER BY key COLLATE \"C\"",
                                         [.integer(minute)]).rows.map { r in
                 WindowCount(key: r[0].string ?? "", minute: minute, count: r[1].int64 ?? 0)
