@@ -55,11 +55,10 @@ public final class Host: Sendable {
         cronOptions.cronMinuteMs = config.testOnlyCronMinuteMs
         let jobs = JobService(runner: CloudJobRunner(cloud: cloud, metrics: metrics, store: store), recorder: recorder, metrics: metrics,
                               clock: clock, cronDir: config.cronDir, options: cronOptions)
-        // Hosts sharing a monthly quota learn each other's counts at each flush: flushing twice
-        // a second keeps the overshoot within one second of traffic per other host.
-        let sharedQuota = store.isSharedByHosts && config.quotaMonthlyRequests > 0
+        // Hosts sharing a database learn each other's counts at each flush: flushing twice a
+        // second keeps a limit's overshoot within one second of traffic per other host.
         let flusher = serving && config.accounting
-            ? UsageFlusher(quota: quota, sink: usage, intervalMillis: sharedQuota ? 500 : nil) : nil
+            ? UsageFlusher(quota: quota, sink: usage, intervalMillis: store.isSharedByHosts ? 500 : nil) : nil
         let services = Services(config: config, masterKey: masterKey, clock: clock, store: store,
                                 parseConfig: ConfigService(store: store),
                                 accountMail: AccountMailService(store: store, clock: clock),

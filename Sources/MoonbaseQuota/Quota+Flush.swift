@@ -18,6 +18,9 @@ extension Quota {
     }
 
     /// The deltas not yet flushed (sorted like `drainBatch`), without taking them.
+    /// The keys of the current minute's windows (a flush on a shared database reads their totals).
+    public func windowKeys(now: Int64) -> [String] { windows.keys(minute: UTCCalendar.minuteStart(now)) }
+
     public func pendingRows() -> [UsageRow] {
         usage.peek().map { UsageRow(bucket: $0.key, counts: $0.value) }.sorted(by: Self.rowOrder)
     }
@@ -41,12 +44,14 @@ extension Quota {
         restore(snapshot, now: now)
     }
 
-    /// Many hosts: after a flush of `batch` that read `total`, the app's units of the month
-    /// containing `now` as every host flushed them, raises the month counter by the other hosts'
-    /// units it did not know yet. The counter is then the shared total plus this host's units
+    /// Many hosts: after a flush of `batch` that read `totals` (the app's units of the month
+    /// containing `now` and the minute's windows, as every host flushed them), raises the month
+    /// counter and the windows by the other hosts' requests they did not know yet. The counter is then the shared total plus this host's units
     /// not yet flushed, so hosts refuse once the cluster as a whole reached the limit (up to
     /// what the others served since their last flush and this host's last read).
-    public func absorbShared(total: Int64, batch: UsageBatch, now: Int64) {
+    public func absorbShared(_ totals: SharedUsage, batch: UsageBatch, now: Int64) {
+        windows.absorb(totals.windows, minute: UTCCalendar.minuteStart(now))
+        let total = totals.appMonthUnits
         let m = UTCCalendar.monthIndex(now)
         let monthStart = UTCCalendar.monthStart(now)
         var mine: Int64 = 0

@@ -85,15 +85,16 @@ public final class UsageFlusher: @unchecked Sendable {
         try flushLock.withLock { _ in
             let now = quota.clock.nowMillis()
             let batch = quota.drainBatch(now: now)
-            // With a monthly limit, a flush also reads what the other hosts flushed (even with
-            // nothing of its own to write: an idle host must still learn the cluster's total).
-            let monthly = quota.config.monthlyRequests > 0
-            guard !batch.isEmpty || monthly else { return 0 }
+            // While a limit applies, a flush also reads what the other hosts flushed (even with
+            // nothing of its own to write: an idle host must still learn the cluster's totals).
+            let limited = quota.config.monthlyRequests > 0 || !quota.windowKeys(now: now).isEmpty
+            guard !batch.isEmpty || limited else { return 0 }
             do {
-                if monthly {
-                    if let total = try sink.writeReadingShared(batch, monthStart: UTCCalendar.monthStart(now),
-                                                                monthEnd: UTCCalendar.nextMonthStart(now)) {
-                        quota.absorbShared(total: total, batch: batch, now: now)
+                if limited {
+                    if let shared = try sink.writeReadingShared(batch, monthStart: UTCCalendar.monthStart(now),
+                                                                 monthEnd: UTCCalendar.nextMonthStart(now),
+                                                                 minute: UTCCalendar.minuteStart(now)) {
+                        quota.absorbShared(shared, batch: batch, now: now)
                     }
                 } else {
                     try sink.write(batch)

@@ -60,22 +60,30 @@ extension PostgresSuite {
             #expect(order.withLock { $0 } == ["a in", "b other", "a out", "b in"])
         }
 
-        @Test func aFlushReadsTheMonthTotalOfEveryHost() throws {
+        @Test func aFlushReadsTheTotalsOfEveryHost() throws {
             let (a, b) = try Self.twoHosts()
             let hour: Int64 = 1_795_000_000_000 - 1_795_000_000_000 % 3_600_000
+            let minute = hour + 120_000
             let month = (start: hour - 40 * 3_600_000, end: hour + 40 * 3_600_000)
-            func batch(_ units: Int64) -> UsageBatch {
+            func batch(_ units: Int64, own: Int64) -> UsageBatch {
                 UsageBatch(rows: [UsageRow(bucket: UsageBucket(kind: .account, key: "app", hour: hour), counts: UsageCounts(units: units)),
                                   UsageRow(bucket: UsageBucket(kind: .account, key: "ip:1", hour: hour), counts: UsageCounts(units: units))],
-                           windows: [], pruneWindowsBefore: 0)
+                           windows: [WindowCount(key: "ip:1", minute: minute, count: 99, own: own)], pruneWindowsBefore: minute)
             }
-            #expect(try a.writeReadingShared(batch(3), monthStart: month.start, monthEnd: month.end) == 3)
-            #expect(try b.writeReadingShared(batch(4), monthStart: month.start, monthEnd: month.end) == 7)
-            // An idle host's empty flush still learns the total.
-            #expect(try a.writeReadingShared(UsageBatch(rows: [], windows: [], pruneWindowsBefore: 0),
-                                             monthStart: month.start, monthEnd: month.end) == 7)
-            #expect(try a.writeReadingShared(batch(1), monthStart: hour + 3_600_000, monthEnd: month.end) == 0,
-                    "units of hours before the month are not counted")
+            func shared(_ s: PostgresStore, _ b: UsageBatch, monthStart: Int64 = month.start) throws -> SharedUsage? {
+                try s.writeReadingShared(b, monthStart: monthStart, monthEnd: month.end, minute: minute)
+            }
+            #expect(try shared(a, batch(3, own: 3)) == SharedUsage(appMonthUnits: 3, windows: ["ip:1": 3]))
+            // Each host writes its own part of a window (b's 4 beside a's 3), replaced on each flush.
+            #expect(try shared(b, batch(4, own: 4)) == SharedUsage(appMonthUnits: 7, windows: ["ip:1": 7]))
+            #expect(try shared(a, batch(1, own: 5)) == SharedUsage(appMonthUnits: 8, windows: ["ip:1": 9]))
+            // An idle host's empty flush still learns the totals.
+            #expect(try shared(b, UsageBatch(rows: [], windows: [], pruneWindowsBefore: minute))
+                    == SharedUsage(appMonthUnits: 8, windows: ["ip:1": 9]))
+            #expect(try a.loadTotals(monthStart: month.start, monthEnd: month.end, minute: minute).windows
+                    == [WindowCount(key: "ip:1", minute: minute, count: 9)])
+            #expect(try shared(a, UsageBatch(rows: [], windows: [], pruneWindowsBefore: minute), monthStart: hour + 3_600_000)?
+                        .appMonthUnits == 0, "units of hours before the month are not counted")
         }
     }
 }

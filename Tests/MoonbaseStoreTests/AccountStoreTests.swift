@@ -96,7 +96,7 @@ struct SQLiteSharedCountsTests {
         let hour: Int64 = 1_795_000_000_000 - 1_795_000_000_000 % 3_600_000
         let batch = UsageBatch(rows: [UsageRow(bucket: UsageBucket(kind: .account, key: "app", hour: hour), counts: UsageCounts(units: 2))],
                                windows: [], pruneWindowsBefore: 0)
-        #expect(try f.store.writeReadingShared(batch, monthStart: hour - 3_600_000, monthEnd: hour + 3_600_000) == nil)
+        #expect(try f.store.writeReadingShared(batch, monthStart: hour - 3_600_000, monthEnd: hour + 3_600_000, minute: hour) == nil)
         let totals = try f.store.loadTotals(monthStart: hour - 3_600_000, monthEnd: hour + 3_600_000, minute: hour)
         #expect(totals.appMonthUnits == 2, "the batch was still written")
         #expect(!f.store.isSharedByHosts)

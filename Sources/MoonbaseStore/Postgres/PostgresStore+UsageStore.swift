@@ -14,12 +14,18 @@ extension PostgresStore: UsageStore {
         try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) in try write(batch, on: tx.connection) }
     }
 
-    /// The flush and, after it, the month's shared total: the hosts' flushes are the only
-    /// writers of these rows, so the sum is every unit any host flushed, this one's included.
-    public func writeReadingShared(_ batch: UsageBatch, monthStart: Int64, monthEnd: Int64) throws -> Int64? {
-        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) -> Int64 in
+    /// The flush and, after it, the month's shared total and the minute's windows: the hosts'
+    /// flushes are the only writers of these rows, so the sums are every request any host
+    /// flushed, this one's included.
+    public func writeReadingShared(_ batch: UsageBatch, monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> SharedUsage? {
+        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) -> SharedUsage in
             if !batch.isEmpty { try write(batch, on: tx.connection) }
-            return try Self.appUnits(monthStart: monthStart, monthEnd: monthEnd, on: tx.connection)
+            let units = try Self.appUnits(monthStart: monthStart, monthEnd: monthEnd, on: tx.connection)
+            var windows: [String: Int64] = [:]
+            for r in try tx.connection.execute(PostgresUsageSQL.windowTotals, [.integer(minute)]).rows {
+                if let key = r[0].string { windows[key] = r[1].int64 ?? 0 }
+            }
+            return SharedUsage(appMonthUnits: units, windows: windows)
         }
     }
 
@@ -41,7 +47,7 @@ extension PostgresStore: UsageStore {
             ])
         }
         for w in batch.windows {
-            try c.execute(PostgresUsageSQL.upsertWindow, [.text(w.key), .integer(w.minute), .integer(w.count)])
+            try c.execute(PostgresUsageSQL.upsertWindow, [.text(w.key), .integer(w.minute), .text(usageHost), .integer(w.own)])
         }
         try c.execute("DELETE FROM _mb_usage_window WHERE minute < $1", [.integer(batch.pruneWindowsBefore)])
     }
@@ -49,8 +55,7 @@ extension PostgresStore: UsageStore {
     public func loadTotals(monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> UsageSnapshot {
         try pool.withConnection { (c) throws(ParseError) -> UsageSnapshot in
             let units = try Self.appUnits(monthStart: monthStart, monthEnd: monthEnd, on: c)
-            let windows = try c.execute("SELECT key, count FROM _mb_usage_window WHERE minute = $1 ORDER BY key COLLATE \"C\"",
-                                        [.integer(minute)]).rows.map { r in
+            let windows = try c.execute(PostgresUsageSQL.windowTotals, [.integer(minute)]).rows.map { r in
                 WindowCount(key: r[0].string ?? "", minute: minute, count: r[1].int64 ?? 0)
             }
             return UsageSnapshot(appMonthUnits: units, windows: windows)
@@ -104,10 +109,15 @@ enum PostgresUsageSQL {
           events = _mb_usage.events + excluded.events
         """
 
-    /// Replaces one window's count. $1 key, $2 minute, $3 count.
+    /// Replaces this host's part of one window. $1 key, $2 minute, $3 host, $4 count.
     static let upsertWindow = """
-        INSERT INTO _mb_usage_window (key, minute, count) VALUES ($1, $2, $3)
-        ON CONFLICT (key) DO UPDATE SET minute = excluded.minute, count = excluded.count
+        INSERT INTO _mb_usage_window (key, minute, host, count) VALUES ($1, $2, $3, $4)
+        ON CONFLICT (key, minute, host) DO UPDATE SET count = excluded.count
+        """
+
+    /// The windows of a minute, each the sum of the hosts' parts. $1 minute.
+    static let windowTotals = """
+        SELECT key, sum(count)::int8 FROM _mb_usage_window WHERE minute = $1 GROUP BY key ORDER BY key COLLATE "C"
         """
 
     static let sums = """
