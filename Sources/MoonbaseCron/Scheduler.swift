@@ -28,8 +28,9 @@ import Synchronization
 ///   cluster-wide and a job running on one host is "still running" for a start on another. Runs
 ///   heartbeat every `heartbeatMs`; a run silent for `silenceMs` is marked failed before the
 ///   overlap rule looks at it (every claim does that first), so a host killed mid-job leaves a
-///   failed run and the next tick runs elsewhere. Crash recovery at start then fails only silent
-///   runs, never the live runs of the other hosts.
+///   failed run and the next tick runs elsewhere; the timer also sweeps silent runs every
+///   `heartbeatMs`. Crash recovery at start then fails only silent runs, never the live runs of
+///   the other hosts.
 ///
 /// `Sendable`: all mutable state is behind one `Mutex`; the recorder and runner are called
 /// outside it.
@@ -114,6 +115,13 @@ public final class Scheduler: Sendable {
         self.options = options
         self.shared = shared
         reload(files)
+        // A dead host's run is failed within seconds even when no tick or start comes to claim.
+        if let shared {
+            every(options.heartbeatMs) { [clock, options] in
+                let now = clock.nowMillis()
+                _ = shared.failSilentRuns(silentBefore: now - options.silenceMs, at: now)
+            }
+        }
     }
 
     /// The next fire time of `entry` after `now`. With a shortened cron minute (tests), the
