@@ -12,8 +12,8 @@ import Synchronization
 /// The auth service records each failure in the store before answering and reads the saved
 /// counts on every check (`adopt`), so hosts sharing a database count the same failures and a
 /// restart does not reset an attacker's count; this table is the fallback when the database
-/// cannot be read or written. The
-/// in-memory table is bounded (expired windows are pruned, the oldest dropped beyond `capacity`).
+/// cannot be read or written. It is bounded (expired windows are pruned, the oldest dropped
+/// beyond `capacity`).
 ///
 /// Thread-safety: `Sendable`; one `Mutex` around the table (a login already costs an argon2id
 /// verification, so the lock is never the bottleneck).

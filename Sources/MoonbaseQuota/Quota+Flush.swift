@@ -17,10 +17,10 @@ extension Quota {
         windows.markDirty(batch.windows)
     }
 
-    /// The deltas not yet flushed (sorted like `drainBatch`), without taking them.
     /// The keys of the current minute's windows (a flush on a shared database reads their totals).
     public func windowKeys(now: Int64) -> [String] { windows.keys(minute: UTCCalendar.minuteStart(now)) }
 
+    /// The deltas not yet flushed (sorted like `drainBatch`), without taking them.
     public func pendingRows() -> [UsageRow] {
         usage.peek().map { UsageRow(bucket: $0.key, counts: $0.value) }.sorted(by: Self.rowOrder)
     }
@@ -46,9 +46,10 @@ extension Quota {
 
     /// Many hosts: after a flush of `batch` that read `totals` (the app's units of the month
     /// containing `now` and the minute's windows, as every host flushed them), raises the month
-    /// counter and the windows by the other hosts' requests they did not know yet. The counter is then the shared total plus this host's units
-    /// not yet flushed, so hosts refuse once the cluster as a whole reached the limit (up to
-    /// what the others served since their last flush and this host's last read).
+    /// counter and the windows by the other hosts' requests they did not know yet. A counter is
+    /// then the shared total plus this host's requests not flushed yet, so hosts refuse once the
+    /// cluster as a whole reached the limit (up to what the others served since their last flush
+    /// and this host's last read).
     public func absorbShared(_ totals: SharedUsage, batch: UsageBatch, now: Int64) {
         windows.absorb(totals.windows, minute: UTCCalendar.minuteStart(now))
         let total = totals.appMonthUnits

@@ -18,6 +18,10 @@ import Synchronization
 /// from the last flushed totals, which can let through at most one second's worth of requests
 /// more than the quota.
 ///
+/// Several hosts on one database (`UsageSink.writeReadingShared` answers): each flush also reads
+/// the totals every host flushed, and `absorbShared` adds the other hosts' requests to the
+/// limit counters, so every host enforces the cluster's total (see `absorbShared` for the bound).
+///
 /// Accounts and windows: the monthly quota counts the app's units per UTC month; per-minute
 /// limits use fixed windows aligned to the UTC minute (see `RateWindows`) keyed by the caller
 /// (`user:ID`, else `ip:ADDR`), and a function's `rateLimit` by `function:NAME|<caller>`.
