@@ -279,8 +279,8 @@ def test_edit_create_delete_go_through_rest(app_server, browser):
 
     # Delete: confirmed; Escape (cancel) keeps the object.
     d.refresh()
-    wait(lambda: d.find_element(By.CSS_SELECTOR, "#screen tbody tr"), what="rows")
-    d.find_element(By.CSS_SELECTOR, f"button[aria-label='Delete {oid}']").click()
+    # Placeholder rows show while the page loads: wait for the object's own row.
+    wait(lambda: d.find_element(By.CSS_SELECTOR, f"button[aria-label='Delete {oid}']"), what="the object's row").click()
     wait(lambda: d.find_element(By.ID, "dialog").is_displayed(), what="confirmation")
     assert "Delete" in d.find_element(By.ID, "dialog-title").text
     assert d.switch_to.active_element.get_attribute("id") == "dialog-cancel"  # the safe default has focus
