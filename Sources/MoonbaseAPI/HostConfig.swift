@@ -56,6 +56,9 @@ public struct HostConfig: Sendable {
     public var luaMaxVMMemoryMB = Int(LuaLimits.defaultVMMemoryMB)
     public var maxResponseMB = Int(LuaLimits.defaultResultMB)
     public var jobHistoryPerJob = 100
+    /// FOR TESTS ONLY (`MOONBASE_TEST_ONLY_CRON_MINUTE_MS`): how long one minute of a cron
+    /// expression lasts; 1000 makes each cron minute a second, so tests see ticks in seconds.
+    public var testOnlyCronMinuteMs: Int64 = 60_000
     public var shutdownGraceMs = 10_000
     /// `MOONBASE_HTTP_ALLOW`: addresses and CIDR blocks `http.request` may reach although they
     /// are loopback, private, link-local… (comma-separated).
@@ -128,6 +131,12 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
         if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }
+        if let v = try int("MOONBASE_TEST_ONLY_CRON_MINUTE_MS") {
+            guard v >= 100, v <= 60_000, 60_000 % v == 0 else {
+                throw UsageError("MOONBASE_TEST_ONLY_CRON_MINUTE_MS must divide 60000 (100 to 60000), got '\(v)'")
+            }
+            c.testOnlyCronMinuteMs = Int64(v)
+        }
         if let v = env("MOONBASE_CORS_ORIGINS") { c.corsOrigins = CORSPolicy.parse(v) }
         if let v = try int("MOONBASE_WORKER_STUCK_GRACE_MS") { c.workerStuckGraceMs = v }
         if let v = try int("MOONBASE_SHUTDOWN_GRACE_MS") { c.shutdownGraceMs = v }

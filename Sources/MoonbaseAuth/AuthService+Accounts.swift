@@ -129,14 +129,12 @@ extension AuthService {
         guard let password, !password.isEmpty else { throw ParseError(.passwordMissing, "password is required.") }
         let ipKey = ip.isEmpty ? nil : "ip:" + ip
         let nameKey = "name:" + login.lowercased()
-        try throttle.check([ipKey, nameKey].compactMap { $0 })
+        try checkThrottle([ipKey, nameKey].compactMap { $0 })
         let user = username?.isEmpty == false ? try userByLogin(login) : try store.user(email: login)
         let accountKey = user.map { "user:" + $0.objectId } ?? nameKey
-        if user != nil { try throttle.check([accountKey]) }
+        if user != nil { try checkThrottle([accountKey]) }
         guard try Self.verify(password, user: user), let user else {
-            let keys = [ipKey, accountKey].compactMap { $0 }
-            throttle.recordFailure(keys)
-            persistThrottle(keys)
+            recordLoginFailure([ipKey, accountKey].compactMap { $0 })
             throw Self.invalidCredentials
         }
         let hadFailures = throttle.window(accountKey) != nil || throttle.window(nameKey) != nil

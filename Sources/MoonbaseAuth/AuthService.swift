@@ -59,6 +59,33 @@ public final class AuthService: Sendable {
         }
     }
 
+    /// Refuses (155) when a key is over the limit, counting the failures every host recorded:
+    /// the saved windows are the truth (hosts sharing the database all write them), memory only
+    /// stands in when the database cannot be read.
+    func checkThrottle(_ keys: [String]) throws(ParseError) {
+        guard throttle.isEnabled, !keys.isEmpty else { return }
+        do throws(ParseError) {
+            let saved = try store.loginFailures(keys: keys, now: clock.nowMillis(), windowMillis: throttle.windowMillis)
+            throttle.adopt(keys, saved.map { ($0.key, $0.start, $0.failures) })
+        } catch {
+            Log.warn("login throttle read failed, checking this host's counts only: \(error.message)")
+        }
+        try throttle.check(keys)
+    }
+
+    /// Records a wrong password against `keys` in the database before the answer is sent, so a
+    /// guess on any host counts on every host; counted in memory only if the write fails.
+    func recordLoginFailure(_ keys: [String]) {
+        guard throttle.isEnabled, !keys.isEmpty else { return }
+        do throws(ParseError) {
+            let saved = try store.recordLoginFailure(keys: keys, now: clock.nowMillis(), windowMillis: throttle.windowMillis)
+            throttle.adopt(keys, saved.map { ($0.key, $0.start, $0.failures) })
+        } catch {
+            Log.warn("failed login not saved, counted on this host only: \(error.message)")
+            throttle.recordFailure(keys)
+        }
+    }
+
     /// Writes the current window of each of `keys` (or removes it once it is gone), so the
     /// count survives a restart. A failure to write is logged: throttling stays in memory.
     func persistThrottle(_ keys: [String]) {

@@ -9,9 +9,11 @@ import Synchronization
 /// header (seconds until the window closes), whether its password is right or not. A successful
 /// login clears the account's key (not the IP's). `maxFailures == 0` turns throttling off.
 ///
-/// Counts live in memory; the auth service also saves each changed window in the store and
-/// restores the open ones at start, so a restart does not reset an attacker's count. The
-/// in-memory table is bounded (expired windows are pruned, the oldest dropped beyond `capacity`).
+/// The auth service records each failure in the store before answering and reads the saved
+/// counts on every check (`adopt`), so hosts sharing a database count the same failures and a
+/// restart does not reset an attacker's count; this table is the fallback when the database
+/// cannot be read or written. It is bounded (expired windows are pruned, the oldest dropped
+/// beyond `capacity`).
 ///
 /// Thread-safety: `Sendable`; one `Mutex` around the table (a login already costs an argon2id
 /// verification, so the lock is never the bottleneck).
@@ -89,6 +91,26 @@ public final class LoginThrottle: Sendable {
     public func restore(_ key: String, start: Int64, failures: Int) {
         guard isEnabled, clock.nowMillis() - start < windowMillis, failures > 0 else { return }
         windows.withLock { $0[key] = Window(start: start, failures: failures) }
+    }
+
+    /// Replaces the windows of `keys` with `saved` (the counts every host recorded): a key
+    /// missing from `saved` has no open window (a login on another host may have reset it).
+    /// Keeps a higher count this host holds for the same window (failures counted here while
+    /// the database could not be written).
+    public func adopt(_ keys: [String], _ saved: [(key: String, start: Int64, failures: Int)]) {
+        guard isEnabled else { return }
+        let now = clock.nowMillis()
+        windows.withLock { w in
+            for k in keys {
+                if let s = saved.first(where: { $0.key == k }), now - s.start < windowMillis {
+                    if let mine = w[k], mine.start == s.start, mine.failures > s.failures { continue }
+                    w[k] = Window(start: s.start, failures: s.failures)
+                } else {
+                    w.removeValue(forKey: k)
+                }
+            }
+            if w.count > capacity { prune(&w, now: now) }
+        }
     }
 
     /// Failures currently counted for `key` in its open window (tests, diagnostics).

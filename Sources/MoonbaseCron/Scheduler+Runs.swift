@@ -15,7 +15,10 @@ extension Scheduler {
     ///   error if the row cannot be written; 1 (status 503) while shutting down.
     public func runNow(_ job: String, params: JSONObject = JSONObject(), source: JobSource = .api) throws(ParseError) -> String {
         guard runner.hasJob(job) else { throw ParseError(.scriptFailed, "Invalid job: \"\(job)\"") }
-        return try start(job, params: params, source: source, at: clock.nowMillis()).0
+        guard let (runId, _) = try start(job, params: params, source: source, at: clock.nowMillis(), tick: nil) else {
+            throw ParseError(.internalError, "the job history refused a manual start")
+        }
+        return runId
     }
 
     /// The jobs running now, by name, with their run ids.
@@ -69,8 +72,8 @@ extension Scheduler {
     }
 
     /// A cron-triggered start: like `start`, but failures become a `Fired` record and a log line
-    /// (a tick has nobody to throw to).
-    func fire(_ job: String, params: JSONObject, source: JobSource, location: String, at now: Int64) -> Fired {
+    /// (a tick has nobody to throw to). Nil when another host took the tick.
+    func fire(_ job: String, params: JSONObject, source: JobSource, location: String, at now: Int64, tick: String?) -> Fired? {
         guard runner.hasJob(job) else {
             Log.error("cron: \(location): job '\(job)' is not defined; run recorded as failed")
             let id = try? recorder.started(job: job, source: source, params: params, at: now)
@@ -78,7 +81,7 @@ extension Scheduler {
             return Fired(job: job, location: location, runId: id ?? "", status: .failed)
         }
         do {
-            let (runId, status) = try start(job, params: params, source: source, at: now)
+            guard let (runId, status) = try start(job, params: params, source: source, at: now, tick: tick) else { return nil }
             return Fired(job: job, location: location, runId: runId, status: status)
         } catch {
             Log.error("cron: \(location): could not start job '\(job)': \(error.message)", fields: [("underlying", error.underlying ?? "")])
@@ -87,8 +90,9 @@ extension Scheduler {
     }
 
     /// Starts `job` unless it is running (then records `skipped`). Returns the row id and
-    /// `.running` or `.skipped`.
-    func start(_ job: String, params: JSONObject, source: JobSource, at now: Int64) throws(ParseError) -> (String, JobRunStatus) {
+    /// `.running` or `.skipped`, or nil when another host took `tick`.
+    func start(_ job: String, params: JSONObject, source: JobSource, at now: Int64, tick: String?) throws(ParseError) -> (String, JobRunStatus)? {
+        if let shared { return try startShared(shared, job, params: params, source: source, at: now, tick: tick) }
         enum Claim { case claimed, busy(String?), closed }
         let claim: Claim = state.withLock { s in
             guard s.accepting else { return .closed }
@@ -112,6 +116,33 @@ extension Scheduler {
             state.withLock { s in _ = s.running.removeValue(forKey: job) }
             throw error
         }
+        launch(runId, job, params: params, source: source, at: now)
+        return (runId, .running)
+    }
+
+    /// `start` with several hosts: the shared history decides (atomically across hosts) whether
+    /// the tick is another host's, whether the job is running somewhere, or that it runs here;
+    /// memory only tracks this host's own runs (for heartbeats, progress and shutdown).
+    private func startShared(_ shared: any SharedJobHistory, _ job: String, params: JSONObject, source: JobSource,
+                             at now: Int64, tick: String?) throws(ParseError) -> (String, JobRunStatus)? {
+        guard state.withLock({ $0.accepting }) else {
+            throw ParseError(.internalError, "the scheduler is shutting down", status: 503)
+        }
+        switch try shared.claim(job: job, source: source, params: params, at: now, tick: tick,
+                                silentBefore: now - options.silenceMs) {
+        case .taken:
+            return nil
+        case .skipped(let id):
+            return (id, .skipped)
+        case .started(let runId):
+            state.withLock { s in s.running[job] = Running() }
+            launch(runId, job, params: params, source: source, at: now)
+            return (runId, .running)
+        }
+    }
+
+    /// Runs the job of row `runId` on a thread of its own (its slot in `running` is claimed).
+    private func launch(_ runId: String, _ job: String, params: JSONObject, source: JobSource, at now: Int64) {
         let run = JobRun(runId: runId, job: job, params: params, source: source, startedAt: now,
                          recorder: recorder, clock: clock, intervalMs: options.progressIntervalMs)
         state.withLock { s in
@@ -122,8 +153,21 @@ extension Scheduler {
             let outcome = runner.run(run)
             finish(run, outcome)
         }
+        if spawned, let shared { JobThread.spawn { [self] in heartbeatLoop(run, shared) } }
         if !spawned { finish(run, .failed(message: "could not start a thread for the job")) }
-        return (runId, .running)
+    }
+
+    /// Many hosts: touches the run's row every `heartbeatMs` while it runs. A thread per run,
+    /// not the timer, so a run started without the timer (`moonbase jobs run`) heartbeats too and
+    /// a slow database write never delays a tick; it ends at the first beat after the run ends.
+    private func heartbeatLoop(_ run: JobRun, _ shared: any SharedJobHistory) {
+        let pause = Wakeup()
+        while true {
+            pause.wait(timeoutMs: options.heartbeatMs)
+            let alive = state.withLock { s in s.running[run.job]?.runId == run.runId && s.running[run.job]?.phase == .running }
+            guard alive else { return }
+            shared.heartbeat(runIds: [run.runId], at: clock.nowMillis())
+        }
     }
 
     /// Closes a run: flushes progress, writes the final row, releases the job's slot. A run the

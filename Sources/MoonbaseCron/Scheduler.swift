@@ -23,6 +23,14 @@ import Synchronization
 /// - **Start** marks runs a crash left `running` as failed (`failInterruptedRuns`).
 /// - **Shutdown** (`shutdown(timeoutMs:)`) stops ticking and starting, flags runs cancelled,
 ///   waits for them up to the bound, then records the stragglers as failed.
+/// - **Many hosts** (a `SharedJobHistory` is given, on PostgreSQL): every host ticks, and the
+///   shared history decides which host runs a tick (`claim`), so each tick runs once
+///   cluster-wide and a job running on one host is "still running" for a start on another. Runs
+///   heartbeat every `heartbeatMs`; a run silent for `silenceMs` is marked failed before the
+///   overlap rule looks at it (every claim does that first), so a host killed mid-job leaves a
+///   failed run and the next tick runs elsewhere; the timer also sweeps silent runs every
+///   `heartbeatMs`. Crash recovery at start then fails only silent runs, never the live runs of
+///   the other hosts.
 ///
 /// `Sendable`: all mutable state is behind one `Mutex`; the recorder and runner are called
 /// outside it.
@@ -33,6 +41,13 @@ public final class Scheduler: Sendable {
         public var progressIntervalMs: Int64 = 1000
         /// The timer thread's longest sleep (ticks at least this often).
         public var maxSleepMs: Int64 = 1000
+        /// Many hosts: how often a running job's row is touched, and how long a row may stay
+        /// untouched before another host declares the run dead.
+        public var heartbeatMs: Int64 = 5000
+        public var silenceMs: Int64 = 15000
+        /// How long one minute of a cron expression lasts. 60 000 in production; tests only may
+        /// shorten it (1000: each cron minute is a second) to see several ticks in seconds.
+        public var cronMinuteMs: Int64 = 60_000
         public init() {}
     }
 
@@ -81,6 +96,7 @@ public final class Scheduler: Sendable {
     let recorder: any JobRunRecorder
     let clock: any HostClock
     let options: Options
+    let shared: (any SharedJobHistory)?
     let state = Mutex(State())
     let wakeup = Wakeup()
 
@@ -89,13 +105,35 @@ public final class Scheduler: Sendable {
     ///   - recorder: writes `_JobStatus` rows (MoonbaseHost, over the store).
     ///   - clock: the time source for ticks, row times and the progress throttle.
     ///   - files: the initial schedules (`CronFile.loadDirectory`).
+    ///   - shared: the cluster-wide history when several hosts share the database; nil for one
+    ///     host (SQLite), where memory decides ticks and overlap.
     public init(runner: any JobRunner, recorder: any JobRunRecorder, clock: any HostClock,
-                files: [CronFile] = [], options: Options = Options()) {
+                files: [CronFile] = [], options: Options = Options(), shared: (any SharedJobHistory)? = nil) {
         self.runner = runner
         self.recorder = recorder
         self.clock = clock
         self.options = options
+        self.shared = shared
         reload(files)
+        // A dead host's run is failed within seconds even when no tick or start comes to claim.
+        if let shared {
+            every(options.heartbeatMs) { [clock, options] in
+                let now = clock.nowMillis()
+                _ = shared.failSilentRuns(silentBefore: now - options.silenceMs, at: now)
+            }
+        }
+    }
+
+    /// The next fire time of `entry` after `now`. With a shortened cron minute (tests), the
+    /// expression is read on a time line that runs `60 000 / cronMinuteMs` times faster from the
+    /// start of the UTC day, so every host maps the same instant to the same tick.
+    func nextTime(_ entry: CronEntry, after now: Int64) -> Int64? {
+        let unit = options.cronMinuteMs
+        guard unit > 0, unit < 60_000 else { return entry.expression.nextDate(after: now, in: entry.timeZone) }
+        let speed = 60_000 / unit
+        let day = now - now % 86_400_000
+        guard let v = entry.expression.nextDate(after: day + (now - day) * speed, in: entry.timeZone) else { return nil }
+        return day + (v - day + speed - 1) / speed
     }
 
     /// Replaces the schedules (hot reload of the cron directory), atomically.
@@ -110,7 +148,7 @@ public final class Scheduler: Sendable {
                     kept[entry.scheduleKey] = queue
                     return Slot(entry: entry, next: next)
                 }
-                return Slot(entry: entry, next: entry.expression.nextDate(after: now, in: entry.timeZone))
+                return Slot(entry: entry, next: nextTime(entry, after: now))
             }
         }
         wakeup.signal()
@@ -128,7 +166,11 @@ public final class Scheduler: Sendable {
             return !s.recovered
         }
         guard first else { return }
-        let recovered = recorder.failInterruptedRuns(at: clock.nowMillis())
+        let now = clock.nowMillis()
+        // With other hosts on the database a `running` row may be theirs and alive: only runs
+        // silent for too long are dead.
+        let recovered = shared.map { $0.failSilentRuns(silentBefore: now - options.silenceMs, at: now) }
+            ?? recorder.failInterruptedRuns(at: now)
         if recovered > 0 { Log.warn("cron: marked \(recovered) interrupted job run(s) failed") }
     }
 
@@ -144,7 +186,7 @@ public final class Scheduler: Sendable {
         recoverInterruptedRuns()
         let now = clock.nowMillis()
         let reboots = state.withLock { s in s.slots.filter { $0.entry.expression.isReboot }.map(\.entry) }
-        let fired = reboots.map { fire($0.job, params: $0.params, source: .cron, location: $0.location, at: now) }
+        let fired = reboots.compactMap { fire($0.job, params: $0.params, source: .cron, location: $0.location, at: now, tick: nil) }
         if runTimer { JobThread.spawn { [self] in timerLoop() } }
         return fired
     }
@@ -152,17 +194,34 @@ public final class Scheduler: Sendable {
     /// Fires every schedule due at `now` (see the type's documentation).
     @discardableResult
     public func tick(now: Int64) -> [Fired] {
-        let due: [CronEntry] = state.withLock { s in
+        let due: [(entry: CronEntry, at: Int64)] = state.withLock { s in
             guard s.accepting else { return [] }
-            var due: [CronEntry] = []
+            var due: [(entry: CronEntry, at: Int64)] = []
             for i in s.slots.indices {
                 guard let next = s.slots[i].next, next <= now else { continue }
-                due.append(s.slots[i].entry)
-                s.slots[i].next = s.slots[i].entry.expression.nextDate(after: now, in: s.slots[i].entry.timeZone)
+                due.append((s.slots[i].entry, next))
+                s.slots[i].next = nextTime(s.slots[i].entry, after: now)
             }
             return due
         }
-        return due.map { fire($0.job, params: $0.params, source: .cron, location: $0.location, at: now) }
+        return due.compactMap { d in
+            fire(d.entry.job, params: d.entry.params, source: .cron, location: d.entry.location, at: now,
+                 tick: shared == nil ? nil : Self.tickKey(d.entry, at: d.at))
+        }
+    }
+
+    /// A tick's identity across hosts: the schedule (expression, zone, job, params) and its
+    /// scheduled time, which every host computes alike (a late host still names the same tick).
+    static func tickKey(_ entry: CronEntry, at: Int64) -> String {
+        "\(entry.scheduleKey.replacingOccurrences(of: "\u{1}", with: " "))@\(ISO8601.format(millis: at))"
+    }
+
+    /// Many hosts: refreshes the heartbeat of every job this host runs now (each run also
+    /// heartbeats on its own thread, see `heartbeatLoop`).
+    public func heartbeat(now: Int64) {
+        guard let shared else { return }
+        let ids = state.withLock { s in s.running.values.compactMap { $0.phase == .running ? $0.runId : nil } }
+        if !ids.isEmpty { shared.heartbeat(runIds: ids.sorted(), at: now) }
     }
 
     /// The earliest next fire time of any schedule.

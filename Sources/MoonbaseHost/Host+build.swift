@@ -51,8 +51,14 @@ public final class Host: Sendable {
         let cloud = CloudService(objects: objects, auth: auth, files: files, limits: limits, clock: clock)
         objects.setTriggers(cloud)
         let recorder = JobStatusRecorder(store: store, keepPerJob: config.jobHistoryPerJob)
-        let jobs = JobService(runner: CloudJobRunner(cloud: cloud, metrics: metrics, store: store), recorder: recorder, metrics: metrics, clock: clock, cronDir: config.cronDir)
-        let flusher = serving && config.accounting ? UsageFlusher(quota: quota, sink: usage) : nil
+        var cronOptions = Scheduler.Options()
+        cronOptions.cronMinuteMs = config.testOnlyCronMinuteMs
+        let jobs = JobService(runner: CloudJobRunner(cloud: cloud, metrics: metrics, store: store), recorder: recorder, metrics: metrics,
+                              clock: clock, cronDir: config.cronDir, options: cronOptions)
+        // Hosts sharing a database learn each other's counts at each flush: flushing twice a
+        // second keeps a limit's overshoot within one second of traffic per other host.
+        let flusher = serving && config.accounting
+            ? UsageFlusher(quota: quota, sink: usage, intervalMillis: store.isSharedByHosts ? 500 : nil) : nil
         let services = Services(config: config, masterKey: masterKey, clock: clock, store: store,
                                 parseConfig: ConfigService(store: store),
                                 accountMail: AccountMailService(store: store, clock: clock),

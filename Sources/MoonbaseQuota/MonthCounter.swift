@@ -73,4 +73,19 @@ final class MonthCounter: Sendable {
             old = original
         }
     }
+
+    /// Adds `delta` units to `month` (other hosts' units learnt after a flush); a counter still
+    /// on an older month starts the new one at `delta`, one on a newer month is left alone.
+    func add(month: Int64, _ delta: Int64) {
+        guard delta > 0 else { return }
+        var old = packed.load(ordering: .relaxed)
+        while true {
+            let (m, c) = Self.unpack(old)
+            guard m <= month else { return }
+            let (exchanged, original) = packed.compareExchange(
+                expected: old, desired: Self.pack(month, (m == month ? c : 0) + delta), ordering: .relaxed)
+            if exchanged { return }
+            old = original
+        }
+    }
 }

@@ -1,4 +1,5 @@
 import MoonbaseCore
+import Synchronization
 
 /// Request accounting and limits: the hot-path half of MoonbaseQuota.
 ///
@@ -17,6 +18,10 @@ import MoonbaseCore
 /// from the last flushed totals, which can let through at most one second's worth of requests
 /// more than the quota.
 ///
+/// Several hosts on one database (`UsageSink.writeReadingShared` answers): each flush also reads
+/// the totals every host flushed, and `absorbShared` adds the other hosts' requests to the
+/// limit counters, so every host enforces the cluster's total (see `absorbShared` for the bound).
+///
 /// Accounts and windows: the monthly quota counts the app's units per UTC month; per-minute
 /// limits use fixed windows aligned to the UTC minute (see `RateWindows`) keyed by the caller
 /// (`user:ID`, else `ip:ADDR`), and a function's `rateLimit` by `function:NAME|<caller>`.
@@ -32,6 +37,16 @@ public final class Quota: Sendable {
     let usage: UsageAggregator
     let windows: RateWindows
     let month = MonthCounter()
+    /// Many hosts: what the flusher learnt of the shared monthly total (see `absorbShared`).
+    let shared = Mutex(SharedMonth())
+
+    struct SharedMonth {
+        var month: Int64 = .min
+        /// This host's app units flushed in `month`.
+        var flushed: Int64 = 0
+        /// Other hosts' units already added to the month counter.
+        var others: Int64 = 0
+    }
 
     /// - Parameters:
     ///   - config: limits and accounting switch.

@@ -7,6 +7,11 @@ struct WindowTable: Sendable {
     var counts: [String: Int64] = [:]
     /// Keys changed since the last flush (their absolute counts are written, not deltas).
     var dirty: Set<String> = []
+    /// Hosts sharing a database: this host's own requests per key (inside `counts`), the value
+    /// of it last written, and the other hosts' requests already added to `counts`.
+    var own: [String: Int64] = [:]
+    var ownFlushed: [String: Int64] = [:]
+    var others: [String: Int64] = [:]
 
     mutating func roll(to minute: Int64) {
         guard minute != self.minute else { return }
@@ -14,6 +19,9 @@ struct WindowTable: Sendable {
             self.minute = minute
             counts.removeAll(keepingCapacity: true)
             dirty.removeAll(keepingCapacity: true)
+            own.removeAll(keepingCapacity: true)
+            ownFlushed.removeAll(keepingCapacity: true)
+            others.removeAll(keepingCapacity: true)
         }
     }
 }
@@ -49,6 +57,7 @@ final class RateWindows: Sendable {
             let c = t.counts[key] ?? 0
             if c >= limit { return (false, c) }
             t.counts[key] = c + 1
+            t.own[key, default: 0] += 1
             t.dirty.insert(key)
             return (true, c + 1)
         }
@@ -59,6 +68,7 @@ final class RateWindows: Sendable {
         stripe(key).state.withLock { t in
             guard t.minute == minute, let c = t.counts[key], c > 0 else { return }
             t.counts[key] = c - 1
+            if let o = t.own[key], o > 0 { t.own[key] = o - 1 }
             t.dirty.insert(key)
         }
     }
@@ -75,6 +85,8 @@ final class RateWindows: Sendable {
                 t.roll(to: minute)
                 guard t.minute == minute else { return }
                 if w.count > t.counts[w.key] ?? 0 { t.counts[w.key] = w.count }
+                // Loaded at start: all of it is other hosts' (or an earlier run's) requests.
+                if w.count > t.others[w.key] ?? 0 { t.others[w.key] = w.count }
             }
         }
     }
@@ -85,7 +97,11 @@ final class RateWindows: Sendable {
         for s in stripes {
             s.state.withLock { t in
                 guard t.minute == minute, !t.dirty.isEmpty else { return }
-                for key in t.dirty { out.append(WindowCount(key: key, minute: minute, count: t.counts[key] ?? 0)) }
+                for key in t.dirty {
+                    let own = t.own[key] ?? 0
+                    out.append(WindowCount(key: key, minute: minute, count: t.counts[key] ?? 0, own: own))
+                    t.ownFlushed[key] = own
+                }
                 t.dirty.removeAll(keepingCapacity: true)
             }
         }
@@ -97,6 +113,31 @@ final class RateWindows: Sendable {
         for w in windows {
             stripe(w.key).state.withLock { t in
                 if t.minute == w.minute { t.dirty.insert(w.key) }
+            }
+        }
+    }
+
+    /// The keys counted in `minute` (whose totals a host sharing the database must learn).
+    func keys(minute: Int64) -> [String] {
+        var out: [String] = []
+        for s in stripes {
+            s.state.withLock { t in if t.minute == minute { out += t.counts.keys } }
+        }
+        return out
+    }
+
+    /// Hosts sharing a database: `totals` are the windows of `minute` summed over every host's
+    /// part (this host's as last written included); adds to each key's count the other hosts'
+    /// requests it did not know yet.
+    func absorb(_ totals: [String: Int64], minute: Int64) {
+        for (key, total) in totals {
+            stripe(key).state.withLock { t in
+                guard t.minute == minute else { return }
+                let others = total - (t.ownFlushed[key] ?? 0)
+                let known = t.others[key] ?? 0
+                guard others > known else { return }
+                t.counts[key, default: 0] += others - known
+                t.others[key] = others
             }
         }
     }

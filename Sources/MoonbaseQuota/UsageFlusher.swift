@@ -83,15 +83,28 @@ public final class UsageFlusher: @unchecked Sendable {
     @discardableResult
     public func flushNow() throws -> Int {
         try flushLock.withLock { _ in
-            let batch = quota.drainBatch(now: quota.clock.nowMillis())
-            guard !batch.isEmpty else { return 0 }
+            let now = quota.clock.nowMillis()
+            let batch = quota.drainBatch(now: now)
+            // While a limit applies, a flush also reads what the other hosts flushed (even with
+            // nothing of its own to write: an idle host must still learn the cluster's totals).
+            let limited = quota.config.monthlyRequests > 0 || !quota.windowKeys(now: now).isEmpty
+            guard !batch.isEmpty || limited else { return 0 }
             do {
-                try sink.write(batch)
+                if limited {
+                    if let shared = try sink.writeReadingShared(batch, monthStart: UTCCalendar.monthStart(now),
+                                                                 monthEnd: UTCCalendar.nextMonthStart(now),
+                                                                 minute: UTCCalendar.minuteStart(now)) {
+                        quota.absorbShared(shared, batch: batch, now: now)
+                    }
+                } else {
+                    try sink.write(batch)
+                }
             } catch {
                 quota.requeue(batch)
                 failures.add(1, ordering: .relaxed)
                 throw error
             }
+            if batch.isEmpty { return 0 }
             flushes.add(1, ordering: .relaxed)
             return batch.rows.count + batch.windows.count
         }

@@ -19,12 +19,31 @@ public struct WindowCount: Hashable, Sendable {
     public var key: String
     /// Start of the window's UTC minute, ms since the epoch.
     public var minute: Int64
+    /// What this host counts in the window (its own requests plus those it knows other hosts
+    /// served): what a single host stores.
     public var count: Int64
+    /// This host's own requests in the window: what a host sharing the database stores as its
+    /// part (the window's total is the sum of the hosts' parts).
+    public var own: Int64
 
-    public init(key: String, minute: Int64, count: Int64) {
+    public init(key: String, minute: Int64, count: Int64, own: Int64? = nil) {
         self.key = key
         self.minute = minute
         self.count = count
+        self.own = own ?? count
+    }
+}
+
+/// What a flush on a database shared by several hosts reads back: the totals of all hosts.
+public struct SharedUsage: Sendable, Equatable {
+    /// The app's units in the month.
+    public var appMonthUnits: Int64
+    /// The current minute's windows, by key (the sum of every host's part).
+    public var windows: [String: Int64]
+
+    public init(appMonthUnits: Int64, windows: [String: Int64]) {
+        self.appMonthUnits = appMonthUnits
+        self.windows = windows
     }
 }
 
@@ -82,4 +101,17 @@ public protocol UsageSink: Sendable {
 
     /// The app's units in [monthStart, monthEnd) and the stored windows of `minute`.
     func loadTotals(monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> UsageSnapshot
+
+    /// Several hosts on one database: `write` (an empty batch writes nothing), then, in the same
+    /// transaction, the app's units in [monthStart, monthEnd) and the windows of `minute` as
+    /// every host flushed them. Nil from a sink only one host uses (SQLite): its own counts are
+    /// then the whole truth.
+    func writeReadingShared(_ batch: UsageBatch, monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> SharedUsage?
+}
+
+extension UsageSink {
+    public func writeReadingShared(_ batch: UsageBatch, monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> SharedUsage? {
+        if !batch.isEmpty { try write(batch) }
+        return nil
+    }
 }

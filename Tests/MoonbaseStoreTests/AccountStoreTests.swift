@@ -1,6 +1,7 @@
 import Foundation
 import MoonbaseCore
 import MoonbaseJSON
+import MoonbaseQuota
 import MoonbaseSQLite
 import Testing
 
@@ -70,5 +71,34 @@ struct AccountStoreTests {
         let reopened = try SQLiteDocumentStore(path: f.dir + "/moonbase.sqlite")
         #expect(try reopened.loginFailureWindows(closedAtOrBefore: 100) == [LoginFailureWindow(key: "user:b", start: 500, failures: 5)])
         #expect(try f.store.loginFailureWindows(closedAtOrBefore: 0).map(\.key) == ["user:b"], "the closed window was deleted")
+    }
+}
+
+/// The SQLite side of what several hosts share on PostgreSQL: failed logins are counted by one
+/// atomic upsert per key (the same statement), and a flush reads no shared total (one host).
+@Suite(.timeLimit(.minutes(1)))
+struct SQLiteSharedCountsTests {
+    @Test func failedLoginsAreCountedAndWindowsRestart() throws {
+        let f = try StorageFixture()
+        let now: Int64 = 1_800_000_000_000, window: Int64 = 900_000
+        for _ in 0..<2 { _ = try f.store.recordLoginFailure(keys: ["user:u", "ip:a"], now: now, windowMillis: window) }
+        let third = try f.store.recordLoginFailure(keys: ["ip:a", "user:u"], now: now + 5, windowMillis: window)
+        #expect(third == [LoginFailureWindow(key: "ip:a", start: now, failures: 3), LoginFailureWindow(key: "user:u", start: now, failures: 3)])
+        #expect(try f.store.loginFailures(keys: ["user:u", "name:z"], now: now + 6, windowMillis: window)
+                == [LoginFailureWindow(key: "user:u", start: now, failures: 3)])
+        #expect(try f.store.loginFailures(keys: ["user:u"], now: now + window, windowMillis: window).isEmpty)
+        #expect(try f.store.recordLoginFailure(keys: ["user:u"], now: now + window, windowMillis: window)
+                == [LoginFailureWindow(key: "user:u", start: now + window, failures: 1)])
+    }
+
+    @Test func aFlushOnOneHostReadsNoSharedTotal() throws {
+        let f = try StorageFixture()
+        let hour: Int64 = 1_795_000_000_000 - 1_795_000_000_000 % 3_600_000
+        let batch = UsageBatch(rows: [UsageRow(bucket: UsageBucket(kind: .account, key: "app", hour: hour), counts: UsageCounts(units: 2))],
+                               windows: [], pruneWindowsBefore: 0)
+        #expect(try f.store.writeReadingShared(batch, monthStart: hour - 3_600_000, monthEnd: hour + 3_600_000, minute: hour) == nil)
+        let totals = try f.store.loadTotals(monthStart: hour - 3_600_000, monthEnd: hour + 3_600_000, minute: hour)
+        #expect(totals.appMonthUnits == 2, "the batch was still written")
+        #expect(!f.store.isSharedByHosts)
     }
 }

@@ -56,6 +56,8 @@ TESTED_ELSEWHERE = {
     # the grace is exercised with a blocking handler in the HTTP server's own tests and by the
     # chaos run; here only its parsing is covered by test_the_docs_document_exactly_these_variables.
     "MOONBASE_WORKER_STUCK_GRACE_MS": "../chaos/chaos.py",
+    # Test-only: makes each cron minute a second in the two-host cron tests.
+    "MOONBASE_TEST_ONLY_CRON_MINUTE_MS": "test_many_hosts.py",
 }
 
 LUA = r'''

@@ -12,10 +12,14 @@ public final class JobService: Sendable {
     let cronDir: String
 
     /// `runner` runs a job by name (the composition root's, over Cloud Code).
-    public init(runner: any JobRunner, recorder: JobStatusRecorder, metrics: ServerMetrics, clock: any HostClock, cronDir: String) {
+    /// On a database other hosts share, ticks and starts are decided through the job history.
+    public init(runner: any JobRunner, recorder: JobStatusRecorder, metrics: ServerMetrics, clock: any HostClock, cronDir: String,
+                options: Scheduler.Options = Scheduler.Options()) {
         self.recorder = recorder
         self.cronDir = cronDir
-        scheduler = Scheduler(runner: runner, recorder: SkipCountingRecorder(base: recorder, metrics: metrics), clock: clock)
+        let counting = SkipCountingRecorder(base: recorder, metrics: metrics)
+        scheduler = Scheduler(runner: runner, recorder: counting, clock: clock, options: options,
+                              shared: recorder.store.isSharedByHosts ? counting : nil)
     }
 
     /// Loads the cron files, checking that every job they name exists. Errors leave the previous
@@ -64,4 +68,17 @@ struct SkipCountingRecorder: JobRunRecorder {
     }
 
     func failInterruptedRuns(at: Int64) -> Int { base.failInterruptedRuns(at: at) }
+}
+
+extension SkipCountingRecorder: SharedJobHistory {
+    func claim(job: String, source: JobSource, params: JSONObject, at: Int64, tick: String?,
+               silentBefore: Int64) throws(ParseError) -> SharedStart {
+        let start = try base.claim(job: job, source: source, params: params, at: at, tick: tick, silentBefore: silentBefore)
+        if case .skipped = start { metrics.observeJobRun(job: job, status: "skipped") }
+        return start
+    }
+
+    func heartbeat(runIds: [String], at: Int64) { base.heartbeat(runIds: runIds, at: at) }
+
+    func failSilentRuns(silentBefore: Int64, at: Int64) -> Int { base.failSilentRuns(silentBefore: silentBefore, at: at) }
 }

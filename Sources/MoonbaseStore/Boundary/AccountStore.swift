@@ -56,4 +56,10 @@ public protocol AccountStore: DocumentStore {
     func loginFailureWindows(closedAtOrBefore: Int64) throws(ParseError) -> [LoginFailureWindow]
     /// Saves `windows` (replacing a key's earlier one) and forgets `removed`, in one transaction.
     func saveLoginFailures(_ windows: [LoginFailureWindow], removed: [String]) throws(ParseError)
+    /// The saved windows of `keys` still open at `now` (started less than `windowMillis` ago).
+    func loginFailures(keys: [String], now: Int64, windowMillis: Int64) throws(ParseError) -> [LoginFailureWindow]
+    /// Counts one failed login against each of `keys` at `now`, atomically against concurrent
+    /// callers on any host (a key whose window closed starts a new one at `now` with 1), and
+    /// returns the keys' windows after the count.
+    func recordLoginFailure(keys: [String], now: Int64, windowMillis: Int64) throws(ParseError) -> [LoginFailureWindow]
 }

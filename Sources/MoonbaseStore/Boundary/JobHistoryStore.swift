@@ -13,4 +13,20 @@ public protocol JobHistoryStore: DocumentStore {
     func updateRunningJobRuns(changes: JSONObject) throws(ParseError) -> Int
     /// Keeps the newest `keep` finished runs of `job`, deleting the older ones.
     func pruneJobHistory(job: String, keep: Int) throws(ParseError)
+    /// Runs `body` as one transaction that holds, until it ends, a lock on the job name `job`
+    /// which every host sharing the database respects (so deciding whether a tick or start may
+    /// run, and recording it, is atomic cluster-wide). Store calls in `body` join it.
+    func withJobLock<T>(_ job: String, _ body: () throws(ParseError) -> T) throws(ParseError) -> T
+    /// Whether other hosts may use the same database (PostgreSQL): cron then coordinates
+    /// through the job history instead of this process's memory.
+    var isSharedByHosts: Bool { get }
+}
+
+extension JobHistoryStore {
+    public var isSharedByHosts: Bool { false }
+
+    /// Nothing to lock on one host by default: the body runs in one transaction.
+    public func withJobLock<T>(_ job: String, _ body: () throws(ParseError) -> T) throws(ParseError) -> T {
+        try transaction(body)
+    }
 }

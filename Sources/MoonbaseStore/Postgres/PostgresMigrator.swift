@@ -101,6 +101,13 @@ public enum PostgresMigrator {
           END LOOP;
         END $$;
         """,
+        // 4: per-minute rate windows shared by several hosts: each host writes its own part of a
+        // window (its requests), and a window's count is the sum of the parts.
+        """
+        ALTER TABLE _mb_usage_window ADD COLUMN IF NOT EXISTS host text NOT NULL DEFAULT '';
+        ALTER TABLE _mb_usage_window DROP CONSTRAINT IF EXISTS _mb_usage_window_pkey;
+        ALTER TABLE _mb_usage_window ADD PRIMARY KEY (key, minute, host);
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction, and returns the

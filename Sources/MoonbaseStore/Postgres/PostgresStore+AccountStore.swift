@@ -89,4 +89,34 @@ extension PostgresStore {
             }
         }
     }
+
+    public func loginFailures(keys: [String], now: Int64, windowMillis: Int64) throws(ParseError) -> [LoginFailureWindow] {
+        try pool.withConnection { (c) throws(ParseError) -> [LoginFailureWindow] in
+            var out: [LoginFailureWindow] = []
+            for k in keys.sorted() {
+                let r = try c.execute("SELECT key, start, failures FROM _mb_login_failures WHERE key = $1 AND start > $2",
+                                      [.text(k), .integer(now - windowMillis)])
+                if let w = r.rows.first.flatMap(Self.loginWindow) { out.append(w) }
+            }
+            return out
+        }
+    }
+
+    /// One upsert per key: PostgreSQL applies each under the row's lock, so hosts counting the
+    /// same key at once never lose a failure. Keys in order, so two such calls lock alike.
+    public func recordLoginFailure(keys: [String], now: Int64, windowMillis: Int64) throws(ParseError) -> [LoginFailureWindow] {
+        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) -> [LoginFailureWindow] in
+            var out: [LoginFailureWindow] = []
+            for k in keys.sorted() {
+                let r = try tx.connection.execute(LoginFailureSQL.count, [.text(k), .integer(now), .integer(now - windowMillis)])
+                if let w = r.rows.first.flatMap(Self.loginWindow) { out.append(w) }
+            }
+            return out
+        }
+    }
+
+    static func loginWindow(_ r: PGRow) -> LoginFailureWindow? {
+        guard let key = r[0].string, let start = r[1].int64, let n = r[2].int64 else { return nil }
+        return LoginFailureWindow(key: key, start: start, failures: Int(n))
+    }
 }

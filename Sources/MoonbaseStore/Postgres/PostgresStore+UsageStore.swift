@@ -11,32 +11,51 @@ import MoonbaseQuota
 /// pool like a serialization failure.
 extension PostgresStore: UsageStore {
     public func write(_ batch: UsageBatch) throws {
-        let rows = batch.rows.sorted { ($0.kind.rawValue, $0.key, $0.hour) < ($1.kind.rawValue, $1.key, $1.hour) }
-        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) in
-            let c = tx.connection
-            for r in rows {
-                let k = r.counts
-                try c.execute(PostgresUsageSQL.upsertUsage, [
-                    .integer(r.hour), .text(r.kind.rawValue), .text(r.key), .integer(k.units), .integer(k.refused),
-                    .integer(k.dbReads), .integer(k.dbWrites), .integer(k.luaCpuMicros), .integer(k.wallMicros),
-                    .integer(k.bytesIn), .integer(k.bytesOut), .integer(k.events),
-                ])
+        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) in try write(batch, on: tx.connection) }
+    }
+
+    /// The flush and, after it, the month's shared total and the minute's windows: the hosts'
+    /// flushes are the only writers of these rows, so the sums are every request any host
+    /// flushed, this one's included.
+    public func writeReadingShared(_ batch: UsageBatch, monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> SharedUsage? {
+        try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) -> SharedUsage in
+            if !batch.isEmpty { try write(batch, on: tx.connection) }
+            let units = try Self.appUnits(monthStart: monthStart, monthEnd: monthEnd, on: tx.connection)
+            var windows: [String: Int64] = [:]
+            for r in try tx.connection.execute(PostgresUsageSQL.windowTotals, [.integer(minute)]).rows {
+                if let key = r[0].string { windows[key] = r[1].int64 ?? 0 }
             }
-            for w in batch.windows {
-                try c.execute(PostgresUsageSQL.upsertWindow, [.text(w.key), .integer(w.minute), .integer(w.count)])
-            }
-            try c.execute("DELETE FROM _mb_usage_window WHERE minute < $1", [.integer(batch.pruneWindowsBefore)])
+            return SharedUsage(appMonthUnits: units, windows: windows)
         }
+    }
+
+    static func appUnits(monthStart: Int64, monthEnd: Int64, on c: PGConnection) throws(ParseError) -> Int64 {
+        try c.execute("""
+            SELECT coalesce(sum(units), 0)::int8 FROM _mb_usage
+            WHERE kind = 'account' AND key = 'app' AND hour >= $1 AND hour < $2
+            """, [.integer(monthStart), .integer(monthEnd)]).scalar?.int64 ?? 0
+    }
+
+    private func write(_ batch: UsageBatch, on c: PGConnection) throws(ParseError) {
+        let rows = batch.rows.sorted { ($0.kind.rawValue, $0.key, $0.hour) < ($1.kind.rawValue, $1.key, $1.hour) }
+        for r in rows {
+            let k = r.counts
+            try c.execute(PostgresUsageSQL.upsertUsage, [
+                .integer(r.hour), .text(r.kind.rawValue), .text(r.key), .integer(k.units), .integer(k.refused),
+                .integer(k.dbReads), .integer(k.dbWrites), .integer(k.luaCpuMicros), .integer(k.wallMicros),
+                .integer(k.bytesIn), .integer(k.bytesOut), .integer(k.events),
+            ])
+        }
+        for w in batch.windows {
+            try c.execute(PostgresUsageSQL.upsertWindow, [.text(w.key), .integer(w.minute), .text(usageHost), .integer(w.own)])
+        }
+        try c.execute("DELETE FROM _mb_usage_window WHERE minute < $1", [.integer(batch.pruneWindowsBefore)])
     }
 
     public func loadTotals(monthStart: Int64, monthEnd: Int64, minute: Int64) throws -> UsageSnapshot {
         try pool.withConnection { (c) throws(ParseError) -> UsageSnapshot in
-            let units = try c.execute("""
-                SELECT coalesce(sum(units), 0)::int8 FROM _mb_usage
-                WHERE kind = 'account' AND key = 'app' AND hour >= $1 AND hour < $2
-                """, [.integer(monthStart), .integer(monthEnd)]).scalar?.int64 ?? 0
-            let windows = try c.execute("SELECT key, count FROM _mb_usage_window WHERE minute = $1 ORDER BY key COLLATE \"C\"",
-                                        [.integer(minute)]).rows.map { r in
+            let units = try Self.appUnits(monthStart: monthStart, monthEnd: monthEnd, on: c)
+            let windows = try c.execute(PostgresUsageSQL.windowTotals, [.integer(minute)]).rows.map { r in
                 WindowCount(key: r[0].string ?? "", minute: minute, count: r[1].int64 ?? 0)
             }
             return UsageSnapshot(appMonthUnits: units, windows: windows)
@@ -90,10 +109,15 @@ enum PostgresUsageSQL {
           events = _mb_usage.events + excluded.events
         """
 
-    /// Replaces one window's count. $1 key, $2 minute, $3 count.
+    /// Replaces this host's part of one window. $1 key, $2 minute, $3 host, $4 count.
     static let upsertWindow = """
-        INSERT INTO _mb_usage_window (key, minute, count) VALUES ($1, $2, $3)
-        ON CONFLICT (key) DO UPDATE SET minute = excluded.minute, count = excluded.count
+        INSERT INTO _mb_usage_window (key, minute, host, count) VALUES ($1, $2, $3, $4)
+        ON CONFLICT (key, minute, host) DO UPDATE SET count = excluded.count
+        """
+
+    /// The windows of a minute, each the sum of the hosts' parts. $1 minute.
+    static let windowTotals = """
+        SELECT key, sum(count)::int8 FROM _mb_usage_window WHERE minute = $1 GROUP BY key ORDER BY key COLLATE "C"
         """
 
     static let sums = """

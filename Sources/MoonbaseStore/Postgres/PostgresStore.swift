@@ -1,4 +1,5 @@
 import MoonbaseCore
+import MoonbaseCrypto
 import MoonbasePostgres
 
 /// The PostgreSQL implementation of the store protocols (`Store` and its parts), for running
@@ -29,6 +30,9 @@ public final class PostgresStore: Sendable {
     /// (`PostgresStore+ChangeFeed.swift`).
     let changes = ChangeListenerSlot()
     let publishOrder = PGPublishSequencer()
+    /// This store's part of the shared per-minute rate windows (one row per key, minute and
+    /// host; a window's count is the sum of the parts).
+    let usageHost = Random.alphanumeric(12)
 
     /// Opens a pool on `url` and brings the internal tables to the current version.
     public init(url: String, clock: any HostClock = SystemClock(), options: PGPool.Options = PGPool.Options()) throws(ParseError) {

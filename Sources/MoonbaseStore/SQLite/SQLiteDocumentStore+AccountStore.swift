@@ -129,4 +129,42 @@ extension SQLiteDocumentStore: AccountStore {
             }
         }
     }
+
+    public func loginFailures(keys: [String], now: Int64, windowMillis: Int64) throws(ParseError) -> [LoginFailureWindow] {
+        var out: [LoginFailureWindow] = []
+        try database.read { (c) throws(ParseError) in
+            for k in keys.sorted() {
+                try c.query("SELECT key, start, failures FROM _mb_login_failures WHERE key = ? AND start > ?",
+                            [.text(k), .integer(now - windowMillis)]) { (st) throws(ParseError) in
+                    if let key = st.text(0) { out.append(LoginFailureWindow(key: key, start: st.int64(1), failures: Int(st.int64(2)))) }
+                }
+            }
+        }
+        return out
+    }
+
+    /// The single writer makes each upsert atomic (SQLite binds `$N` like `?N`).
+    public func recordLoginFailure(keys: [String], now: Int64, windowMillis: Int64) throws(ParseError) -> [LoginFailureWindow] {
+        try database.write { (tx) throws(ParseError) -> [LoginFailureWindow] in
+            var out: [LoginFailureWindow] = []
+            for k in keys.sorted() {
+                try tx.connection.query(LoginFailureSQL.count, [.text(k), .integer(now), .integer(now - windowMillis)]) { (st) throws(ParseError) in
+                    if let key = st.text(0) { out.append(LoginFailureWindow(key: key, start: st.int64(1), failures: Int(st.int64(2)))) }
+                }
+            }
+            return out
+        }
+    }
+}
+
+/// Counting one failed login, one statement for both backends ($1 key, $2 now, $3 the oldest
+/// start still closed): a closed window restarts at now with 1, an open one counts one more.
+enum LoginFailureSQL {
+    static let count = """
+        INSERT INTO _mb_login_failures(key, start, failures) VALUES ($1, $2, 1)
+        ON CONFLICT (key) DO UPDATE SET
+          start = CASE WHEN _mb_login_failures.start <= $3 THEN $2 ELSE _mb_login_failures.start END,
+          failures = CASE WHEN _mb_login_failures.start <= $3 THEN 1 ELSE _mb_login_failures.failures + 1 END
+        RETURNING key, start, failures
+        """
 }
