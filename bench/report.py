@@ -109,7 +109,8 @@ def main():
     add("")
     rl = f"{d}/moonbase/request-log.txt"
     if os.path.exists(rl):
-        add(f"Moonbase ran with its defaults, its request log on: {open(rl).read().strip()}")
+        text = open(rl).read().strip()
+        add(text if text.startswith("**") else f"Moonbase ran with its defaults, its request log on: {text}")
         add("")
     add("### Moonbase vs PocketBase (same run, median of the runs by req/s)")
     add("")
@@ -273,7 +274,8 @@ def main():
     if prof:
         add("### Where Moonbase's CPU goes (`perf record -F 999 -g`, self time per library group, % of the server's samples)")
         add("")
-        add("W1 and W2: one extra run after the kept ones, not counted; W6: during the measured job. Files in "
+        add("W1 and W2: one extra run after the kept ones, not counted; W6: during the measured job (its figure "
+            "includes the sampling's cost). Files in "
             f"`bench/results/{stamp}/perf/`: `NAME-top.txt` (top 40 symbols), `NAME-dso.txt` (per shared object), "
             "`NAME.folded` (stacks for flamegraph.pl / speedscope).")
         add("")
