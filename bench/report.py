@@ -112,9 +112,9 @@ def main():
         text = open(rl).read().strip()
         add(text if text.startswith("**") else f"Moonbase ran with its defaults, its request log on: {text}")
         add("")
-    add("### Moonbase vs PocketBase (same run, median of the runs by req/s)")
+    add("### Moonbase vs PocketBase (PocketBase's request log off; same run, median of the runs by req/s)")
     add("")
-    add("| workload | Moonbase req/s (min–max) | p50 / p99 ms | CPU µs/req | PocketBase req/s | p99 ms | CPU µs/req "
+    add("| workload | Moonbase req/s (min–max) | p50 / p99 ms | CPU µs/req | PocketBase (log off) req/s | p99 ms | CPU µs/req "
         "| ratio req/s | ratio CPU/req | budget | |")
     add("|---|---|---|---|---|---|---|---|---|---|---|")
 
