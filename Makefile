@@ -2,7 +2,7 @@
 # `make test` runs the whole suite (unit tests + end-to-end tests against the real binary).
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev liblua5.4-dev libmicrohttpd-dev libsodium-dev libssl-dev libwslay-dev libcurl4-openssl-dev libpq-dev pkg-config python3-venv sqlite3 curl
-BENCH_APT_PACKAGES := wrk
+BENCH_APT_PACKAGES := wrk linux-perf
 # The PostgreSQL tests' throw-away cluster (tests/pg/cluster.sh) runs Debian's PostgreSQL 15.
 PG_TEST_APT_PACKAGES := postgresql-15
 # The dashboard's browser tests: headless Chromium and its WebDriver (Selenium comes from PyPI).
@@ -88,8 +88,10 @@ chaos: deps venv
 	swift build $(SWIFT_FLAGS)
 	MOONBASE_BIN=$(CURDIR)/.build/debug/moonbase $(PY) tests/chaos/chaos.py --full $(if $(SEED),--seed $(SEED))
 
+# Beside PocketBase (request log off and on) and nginx + Lua; `perf` (linux-perf) profiles W1, W2, W6.
 # BENCH_POSTGRES=1 adds the PostgreSQL leg (a throw-away PostgreSQL 15 cluster; see bench/run.sh).
 bench: deps release
+	@$(MAKE) --no-print-directory apt-install PKGS="$(BENCH_APT_PACKAGES)"
 	@if [ "$${BENCH_POSTGRES:-0}" = 1 ]; then $(MAKE) --no-print-directory apt-install PKGS="$(PG_TEST_APT_PACKAGES)"; fi
 	bash bench/run.sh
 

@@ -43,17 +43,19 @@ to_ms() { awk -v v="$1" 'BEGIN{ if (v ~ /us$/) {sub(/us$/,"",v); printf "%.3f", 
 
 # --- Moonbase server control --------------------------------------------------------------
 # mb_start NAME PORT DATA FUNCTIONS [VAR=VALUE ...]: starts the release binary in the background
-# (stderr/stdout to $OUT/NAME.log, pid in $STATE/NAME.pid) and waits for /parse/health.
+# (pid in $STATE/NAME.pid) and waits for /parse/health. Its log (stderr/stdout) is written to a
+# file, request log included, as a deployment would keep it; that file stays in $STATE (W1 alone
+# writes millions of lines) and mb_stop keeps its other lines in $OUT/NAME.log.
 mb_start() {
   local name="$1" port="$2" data="$3" funcs="$4"; shift 4
-  mkdir -p "$data" "$STATE/cron-empty"
+  mkdir -p "$data" "$STATE/cron-empty" "$STATE/logs"
   env "$@" MOONBASE_MASTER_KEY="$MASTER_KEY" nohup "$MOONBASE_BIN" serve --host 127.0.0.1 --port "$port" \
-    --data "$data" --functions "$funcs" --cron "$STATE/cron-empty" >> "$OUT/$name.log" 2>&1 < /dev/null &
+    --data "$data" --functions "$funcs" --cron "$STATE/cron-empty" >> "$STATE/logs/$name.log" 2>&1 < /dev/null &
   echo $! > "$STATE/$name.pid"
   local i
   for i in $(seq 1 240); do
     curl -fsS "http://127.0.0.1:$port/parse/health" > /dev/null 2>&1 && return 0
-    kill -0 "$(cat "$STATE/$name.pid")" 2>/dev/null || { tail -20 "$OUT/$name.log" >&2; die "moonbase $name exited"; }
+    kill -0 "$(cat "$STATE/$name.pid")" 2>/dev/null || { tail -20 "$STATE/logs/$name.log" >&2; die "moonbase $name exited"; }
     sleep 0.25
   done
   die "moonbase $name did not answer /parse/health within 60 s"
@@ -69,6 +71,19 @@ mb_stop() {
     for i in $(seq 1 120); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
     kill -0 "$p" 2>/dev/null && { log "moonbase $1 did not stop in 30 s; killing"; kill -KILL "$p"; }
   fi
+  rm -f "$f"
+  mb_keep_log "$1"
+}
+# A request log line (text format): "TIME INFO [request id] METHOD PATH STATUS µs account=…".
+REQ_LINE='^[^ ]+ INFO \[[^]]*\] [A-Z]+ /'
+# mb_keep_log NAME: $OUT/NAME.log gets the log's lines that are not request lines, and the count
+# and size of those; $STATE/logs/NAME.requests holds "LINES BYTES" for the report.
+mb_keep_log() {
+  local f="$STATE/logs/$1.log" n b
+  [ -f "$f" ] || return 0
+  n=$(grep -c -E "$REQ_LINE" "$f" || true); b=$(grep -E "$REQ_LINE" "$f" | wc -c || true)
+  { grep -v -E "$REQ_LINE" "$f" || true; echo "[bench] ${n:-0} request log lines ($b bytes) were written; not kept"; } >> "$OUT/$1.log"
+  echo "${n:-0} $b" > "$STATE/logs/$1.requests"
   rm -f "$f"
 }
 
@@ -145,4 +160,46 @@ workload() {
   local label="$1" w="$2" conns="$3" pids="$4" rep; shift 4
   wrk -t"$THREADS" -c"$conns" -d"$WARMUP" "$@" > "$OUT/moonbase/$w-warmup.txt" 2>&1 || true
   for rep in $(seq 1 "$REPEAT"); do measure "$label" "$w" "$rep" "$conns" "$pids" "$@"; done
+}
+
+# --- profiles ---------------------------------------------------------------------------------
+# perf_start NAME PID: samples every thread of the server (999 Hz, call graphs) in the background
+# until perf_stop NAME, which folds the samples into $OUT/perf/NAME-top.txt, NAME-dso.txt and
+# NAME.folded (bench/perfsum.py) and deletes perf.data. When perf is missing or cannot attach
+# (permissions: kernel.perf_event_paranoid), NAME-error.txt says why and the run goes on.
+PERF_PID=""
+perf_start() {
+  local name="$1" pid="$2"
+  mkdir -p "$OUT/perf"; PERF_PID=""
+  if [ "${BENCH_PERF:-1}" != 1 ]; then echo "BENCH_PERF=0: not profiled" > "$OUT/perf/$name-error.txt"; return 0; fi
+  command -v perf > /dev/null || { echo "perf is not installed (Debian package linux-perf)" > "$OUT/perf/$name-error.txt"; return 0; }
+  perf record -F 999 -g -p "$pid" -o "$STATE/$name.perf.data" > "$STATE/$name.perf.log" 2>&1 &
+  PERF_PID=$!
+  sleep 0.5   # perf attaches before the load starts
+  if ! kill -0 "$PERF_PID" 2>/dev/null; then
+    { echo "perf record could not attach to pid $pid (kernel.perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo '?'), uid $(id -u)):"
+      cat "$STATE/$name.perf.log"; } > "$OUT/perf/$name-error.txt"
+    PERF_PID=""
+  fi
+}
+perf_stop() {
+  local name="$1"
+  [ -n "$PERF_PID" ] || return 0
+  kill -INT "$PERF_PID" 2>/dev/null || true; wait "$PERF_PID" 2>/dev/null || true; PERF_PID=""
+  if python3 "$HERE/perfsum.py" "$STATE/$name.perf.data" "$OUT/perf" "$name" > "$STATE/$name.perfsum.log" 2>&1; then
+    log "profile $(cat "$STATE/$name.perfsum.log")"
+  else
+    { echo "perf record ran but its samples could not be summarised:"; cat "$STATE/$name.perf.log" "$STATE/$name.perfsum.log"; } > "$OUT/perf/$name-error.txt"
+    log "profile $name failed (see perf/$name-error.txt)"
+  fi
+  rm -f "$STATE/$name.perf.data"
+}
+# profile NAME CONNS PID WRKARGS...: one more run of the workload, not counted, with perf attached
+# (so the kept runs are not slowed by sampling); wrk's own output in $OUT/perf/NAME-wrk.txt.
+profile() {
+  local name="$1" conns="$2" pid="$3"; shift 3
+  wait_quiet
+  perf_start "$name" "$pid"
+  wrk -t"$THREADS" -c"$conns" -d"$DURATION" --latency "$@" > "$OUT/perf/$name-wrk.txt" 2>&1 || true
+  perf_stop "$name"
 }

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# `make bench`: the benchmark workloads (W1-W6, see bench/RESULTS.md), Moonbase side by side with PocketBase 0.40.6 (request log
-# off) in ONE run, on loopback; raw results in bench/results/<timestamp>/ (gitignored) and the
-# summary table (ratios, budgets, met or not) in bench/RESULTS.md between its generated markers.
+# `make bench`: the benchmark workloads (W1-W6, see bench/RESULTS.md), Moonbase side by side with
+# its peers in ONE run, on loopback: PocketBase 0.40.6 with its request log off (its fastest
+# setting; the budgets' reference) and on (its default), and nginx + Lua (the ceiling for W1/W2).
+# Raw results in bench/results/<timestamp>/ (gitignored) and the summary table (ratios, budgets,
+# met or not) in bench/RESULTS.md between its generated markers.
 #
 # Order: install peers (the peers kit's setup.sh) and build Moonbase release; seed Moonbase's data
-# sets (not measured); PocketBase W1/W3/W3s/W2 (+ its records API) with the peers' own bench.sh;
-# Moonbase W1 (route, function, 10 indexed reads), W3, W3s, W5, W2 on one process (RssAnon idle
-# and after); W1 with accounting on vs off (two fresh processes, reps alternated); W6 cleanup.
+# sets (not measured); with the peers' own bench.sh: PocketBase (log off) W1/W3/W3s/W2 (+ its records
+# API), PocketBase (log on) W1/W2, nginx + Lua W1/W2; Moonbase (its defaults: request log on) W1
+# (route, function, 10 indexed reads), W3, W3s, W5, W2 on one process (RssAnon idle and after), with
+# a `perf` profile of W1 and W2 (one extra run each); W1 with accounting on vs off (two fresh
+# processes, reps alternated); W6 cleanup (profiled); R1/R2.
 #
 # Env (defaults in brackets):
 #   DURATION [10s] WARMUP [3s] REPEAT [3] THREADS [1] CONNS [32] W5_CONNS [8]   wrk settings
@@ -15,6 +19,7 @@
 #   SKIP_REALTIME=1  skip R1/R2 (LiveQuery WebSockets; R1_CONNS [10000], R2_SUBS [1000])
 #   MOONBASE_BIN   a prebuilt binary (skips the release build); BENCH_SCRATCH: --scratch-path for it
 #   SKIP_SETUP=1   do not run the peers' setup.sh;  SKIP_PEERS=1  Moonbase only (no ratios)
+#   BENCH_PERF [1]  `perf record` profiles of W1, W2, W6 summarised in results/<timestamp>/perf/
 #   BENCH_BOOST [1]  run in its own autogroup at nice -20 like the peers kit's run_all.sh (root only)
 #   UPDATE_RESULTS [1]  rewrite the generated part of bench/RESULTS.md
 #   BENCH_POSTGRES=1  also run W2, W3, W3s, W5 on PostgreSQL: a throw-away PostgreSQL 15 cluster
@@ -25,6 +30,8 @@
 # PostgreSQL smoke run (Moonbase only): BENCH_POSTGRES=1 SKIP_PEERS=1 SKIP_REALTIME=1 DURATION=1s WARMUP=1s REPEAT=1 \
 #   POSTS=2000 POSTS_W5=5000 POSTS_W6=200 UPDATE_RESULTS=0 PEERS_DIR=… bash bench/run.sh
 set -euo pipefail
+# Moonbase runs with its defaults (request log on, text): no log setting from the caller's shell.
+unset MOONBASE_LOG_LEVEL MOONBASE_LOG_FORMAT
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(dirname "$HERE")"
 
@@ -64,12 +71,14 @@ mkdir -p "$OUT/moonbase"
 printf "$HDR" > "$OUT/moonbase/runs.tsv"; printf "$HDR" > "$OUT/moonbase/runs-discarded.tsv"
 
 export PEERS_RUN_DIR="$STATE/peers-run"   # our own PocketBase state; never inside the peers kit
-PB_STARTED=0
+PB_STARTED=0 NGX_STARTED=0
 cleanup() {
   local n
+  [ -n "${PERF_PID:-}" ] && { kill -INT "$PERF_PID" 2>/dev/null; wait "$PERF_PID" 2>/dev/null; }
   for n in seed seed-w6 main main-pg acct-on acct-off w6; do mb_stop "$n" 2>/dev/null || true; done
   if [ -n "${PGDIR:-}" ]; then bash "$REPO/tests/pg/cluster.sh" stop "$PGDIR" > /dev/null 2>&1 || true; rm -rf "$PGDIR"; fi
   [ "$PB_STARTED" = 1 ] && bash "$PEERS/pocketbase/stop.sh" > /dev/null 2>&1 || true
+  [ "$NGX_STARTED" = 1 ] && bash "$PEERS/nginx/stop.sh" > /dev/null 2>&1 || true
   rm -rf "$STATE"
 }
 trap cleanup EXIT
@@ -157,19 +166,39 @@ if [ "${BENCH_POSTGRES:-0}" = 1 ]; then
   echo "postgres: $("$PSQL" -X -At -d "$PG_DB" -c 'SHOW server_version') (tests/pg/cluster.sh defaults), seeded by moonbase migrate" >> "$OUT/env.txt"
 fi
 
-# --- 3. PocketBase ---------------------------------------------------------------------------
+# --- 3. the peers: PocketBase (request log off, then on) and nginx + Lua --------------------------
+# Each peer is started fresh (seeded with $POSTS posts by the kit's own SQL) and measured by the
+# kit's bench.sh: the same wrk settings, warm-up, quiet-box wait and CPU arithmetic as Moonbase's,
+# over the server's process and its direct children (nginx: the master and all its workers).
+pb_leg() {  # pb_leg DIR REQUEST_LOGS WORKLOADS ("0": log off; "": PocketBase's default, log on)
+  local dir="$1" logs="$2" wl="$3"
+  export PB_PORT; PB_PORT=$(free_port)
+  log "PocketBase 0.40.6, request log $([ "$logs" = 0 ] && echo 'off (PB_REQUEST_LOGS=0)' || echo 'on (its default)'), on :$PB_PORT (seeds $POSTS posts)"
+  PB_STARTED=1
+  SEED_POSTS="$POSTS" PB_REQUEST_LOGS="$logs" bash "$PEERS/pocketbase/start.sh" > "$OUT/$dir-start.log" 2>&1 ||
+    { cat "$OUT/$dir-start.log" >&2; die "PocketBase did not start"; }
+  OUT="$OUT/$dir" WORKLOADS="$wl" bash "$PEERS/bench.sh" "http://127.0.0.1:$PB_PORT" "$dir" "$(cat "$RUN_DIR/pocketbase/pid")" \
+    > "$OUT/$dir-bench.log" 2>&1 || { tail -20 "$OUT/$dir-bench.log" >&2; die "PocketBase bench failed"; }
+  bash "$PEERS/pocketbase/stop.sh" > /dev/null 2>&1 || true; PB_STARTED=0
+  cat "$OUT/$dir/summary.md" >&2
+}
 if [ "${SKIP_PEERS:-0}" != 1 ]; then
   . "$PEERS/common/env.sh"
-  export PB_PORT; PB_PORT=$(free_port)
-  log "PocketBase 0.40.6, PB_REQUEST_LOGS=0, on :$PB_PORT (seeds $POSTS posts)"
-  PB_STARTED=1
-  SEED_POSTS="$POSTS" PB_REQUEST_LOGS=0 bash "$PEERS/pocketbase/start.sh" > "$OUT/pocketbase-start.log" 2>&1 ||
-    { cat "$OUT/pocketbase-start.log" >&2; die "PocketBase did not start"; }
-  OUT="$OUT/pocketbase" WORKLOADS="w1 w3 w3api w3s w3sapi w2 w2api" \
-    bash "$PEERS/bench.sh" "http://127.0.0.1:$PB_PORT" pocketbase "$(cat "$RUN_DIR/pocketbase/pid")" \
-    > "$OUT/pocketbase-bench.log" 2>&1 || { tail -20 "$OUT/pocketbase-bench.log" >&2; die "PocketBase bench failed"; }
-  bash "$PEERS/pocketbase/stop.sh" > /dev/null 2>&1 || true; PB_STARTED=0
-  cat "$OUT/pocketbase/summary.md" >&2
+  pb_leg pocketbase 0 "w1 w3 w3api w3s w3sapi w2 w2api"
+  # Its out-of-the-box setting: every request also written to its auxiliary.db log.
+  pb_leg pocketbase-logs "" "w1 w2 w2api"
+  # nginx with its Lua module (LuaJIT; LuaSQL for SQLite): the ceiling for Lua behind HTTP.
+  export NGX_LUA_PORT NGX_STATIC_PORT; NGX_LUA_PORT=$(free_port); NGX_STATIC_PORT=$(free_port)
+  log "nginx + Lua on :$NGX_LUA_PORT (seeds $POSTS posts)"
+  NGX_STARTED=1
+  SEED_POSTS="$POSTS" bash "$PEERS/nginx/start.sh" > "$OUT/nginx-lua-start.log" 2>&1 ||
+    { cat "$OUT/nginx-lua-start.log" >&2; die "nginx + Lua did not start"; }
+  OUT="$OUT/nginx-lua" WORKLOADS="w1 w2" bash "$PEERS/bench.sh" "http://127.0.0.1:$NGX_LUA_PORT" nginx-lua "$(cat "$RUN_DIR/nginx/pid")" \
+    > "$OUT/nginx-lua-bench.log" 2>&1 || { tail -20 "$OUT/nginx-lua-bench.log" >&2; die "nginx + Lua bench failed"; }
+  bash "$PEERS/nginx/stop.sh" > /dev/null 2>&1 || true; NGX_STARTED=0
+  cat "$OUT/nginx-lua/summary.md" >&2
+  { nginx -v 2>&1; dpkg-query -W -f='${Package} ${Version}\n' libnginx-mod-http-lua libluajit2-5.1-2 lua-sql-sqlite3 2>/dev/null || true; } |
+    tr '\n' ' ' | sed 's/^/peers: /; s/ $/\n/' >> "$OUT/env.txt"
 fi
 
 # --- 4. Moonbase W1-W5 on one process --------------------------------------------------------
@@ -196,6 +225,7 @@ smoke w3 '"results":\[{' -G "${H[@]}" --data-urlencode "where=$box" -d order=-cr
 smoke w5 '"results":\[{' -G "${H[@]}" --data-urlencode "where=$near" -d order=-createdAt -d limit=20 "$BASE/parse/classes/BenchM"
 W="$HERE/wrk"
 workload moonbase w1 "$CONNS" "$MPID" "$BASE/hello"
+profile w1 "$CONNS" "$MPID" "$BASE/hello"
 workload moonbase w1fn "$CONNS" "$MPID" -s "$W/function.lua" "$BASE" -- hello
 workload moonbase w1reads "$CONNS" "$MPID" -s "$W/function.lua" "$BASE" -- benchReads
 workload moonbase w3 "$CONNS" "$MPID" -s "$W/box.lua" "$BASE" -- 0.1 Bench
@@ -203,9 +233,19 @@ workload moonbase w3s "$CONNS" "$MPID" -s "$W/box.lua" "$BASE" -- 0.01 Bench
 workload moonbase w5 "$W5_CONNS" "$MPID" -s "$W/near.lua" "$BASE" -- BenchM 5
 smoke w2 '"objectId":"' -X POST "${H[@]}" -d '{"text":"smoke","category":"misc","likes":0,"location":{"__type":"GeoPoint","latitude":40.5,"longitude":-74.0}}' "$BASE/parse/classes/Bench"
 workload moonbase w2 "$CONNS" "$MPID" -s "$W/create.lua" "$BASE" -- Bench
+profile w2 "$CONNS" "$MPID" -s "$W/create.lua" "$BASE" -- Bench
 sleep 2; memrow after-w1-w5
 log "after W1-W5: RssAnon $(status_kb RssAnon "$MPID") kB"
 mb_stop main
+# Moonbase is measured with its defaults, request log on: say what that process wrote.
+read -r RL_LINES RL_BYTES < "$STATE/logs/main.requests" || RL_LINES=0 RL_BYTES=0
+if [ "$RL_LINES" -gt 0 ]; then
+  printf 'one text line per request (`INFO [request id] GET /hello 200 …µs account=…`) to stderr, written to a file: %s lines (%s MB) from the W1–W5 process.\n' \
+    "$RL_LINES" "$((RL_BYTES / 1048576))" > "$OUT/moonbase/request-log.txt"
+else
+  log "warning: the W1-W5 process wrote no request log line"
+  echo "**NO request line was written by the W1–W5 process: its request log was off, so W1 was not measured as shipped.**" > "$OUT/moonbase/request-log.txt"
+fi
 
 # --- 4b. W2, W3, W3s, W5 on PostgreSQL (opt-in), the same requests as above ----------------------
 if [ "${BENCH_POSTGRES:-0}" = 1 ]; then
@@ -243,7 +283,11 @@ mb_stop acct-on; mb_stop acct-off
 P6=$(free_port); mb_start w6 "$P6" "$DATA6" "$FULL"
 sleep 1; wait_quiet
 log "W6: cleanupExpiredPosts over $POSTS_W6 expired posts"
+# The job runs once, so its profile is taken during the measured run (its figure includes the
+# sampling's cost; BENCH_PERF=0 measures it without).
+perf_start w6 "$(mb_pid w6)"
 ROW=$(mb_job "$P6" cleanupExpiredPosts '{"graceMinutes":0}' 3600)
+perf_stop w6
 echo "$ROW" > "$OUT/moonbase/w6-jobstatus.json"
 [ "$(echo "$ROW" | json_get status)" = succeeded ] || die "W6 job failed: $ROW"
 CNT() { curl -fsS -G "${H[@]}" -H "X-Parse-Master-Key: $MASTER_KEY" -d limit=0 -d count=1 "http://127.0.0.1:$P6/parse/classes/$1" | json_get count; }
