@@ -24,11 +24,15 @@ public final class PostgresStore: Sendable {
     public let clock: any HostClock
     /// Class schemas as this host last read them (`PostgresStore+Schema.swift`).
     let schemaCache = PGSchemaCache()
-    let schemaWatch = PGSchemaWatch()
+    /// What the other hosts sharing the database announce (`PGClusterWatch.swift`).
+    let watch = PGClusterWatch()
     /// Who hears the changes committed on this host, and the order they are told in
     /// (`PostgresStore+ChangeFeed.swift`).
     let changes = ChangeListenerSlot()
     let publishOrder = PGPublishSequencer()
+    /// Merges the other hosts' changes into this host's listener, and announces this host's
+    /// (`PostgresStore+Fanout.swift`).
+    let fanout = PGFanout()
 
     /// Opens a pool on `url` and brings the internal tables to the current version.
     public init(url: String, clock: any HostClock = SystemClock(), options: PGPool.Options = PGPool.Options()) throws(ParseError) {
@@ -36,5 +40,8 @@ public final class PostgresStore: Sendable {
         self.clock = clock
         self.pool = try PGPool(url: url, options: options)
         _ = try PostgresMigrator.migrate(pool)
+        let cache = schemaCache
+        watch.on(PGClusterWatch.schemaChannel) { className in cache.invalidate(className) }
+        watch.onReconnect { cache.invalidate(nil) }
     }
 }
