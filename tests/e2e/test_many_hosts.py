@@ -165,3 +165,29 @@ def test_deploy_to_a_is_served_by_b_and_by_a_host_started_later(host_factory, tm
                        timeout=60, env=env)
     assert p.returncode == 1 and "bad.lua:3" in p.stderr, p.stderr
     assert a.call("bad").json()["code"] == 141 and b.call("hello").json()["result"] == "deployed"
+
+
+def test_role_membership_changed_on_a_governs_events_on_b(host_factory):
+    from test_livequery_roles import members, role
+    from test_livequery_ws import signup
+    a = host_factory().start()
+    b = host_factory(like=a).start()
+    bob_id, bob = signup(a, "bob")
+    crew = role(a, "Crew")
+
+    async def go():
+        ws = await connected(b, sessionToken=bob)
+        await subscribe(ws, 1, {"className": "Log"})
+        acl = {"role:Crew": {"read": True}}
+        a.req("POST", "/parse/classes/Log", {"text": "before", "ACL": acl}, master=True)
+        assert await drain(ws, 1.0) == []                  # not in the role yet
+        members(a, crew, "AddRelation", bob_id)            # on A
+        r = a.req("POST", "/parse/classes/Log", {"text": "after", "ACL": acl}, master=True)
+        ev = await recv_json(ws)
+        assert (ev["op"], ev["object"]["objectId"], ev["object"]["text"]) == ("create", r.json()["objectId"], "after"), ev
+        members(a, crew, "RemoveRelation", bob_id)
+        a.req("POST", "/parse/classes/Log", {"text": "gone", "ACL": acl}, master=True)
+        assert await drain(ws, 1.0) == []
+        await ws.close()
+
+    run(go())
