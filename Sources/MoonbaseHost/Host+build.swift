@@ -91,10 +91,9 @@ public final class Host: Sendable {
     @discardableResult
     static func loadCloudCode(_ code: CloudCode, store: any Store, functionsDir: String, observe: Bool = false) -> [String: String] {
         if observe && store.storesCodeBundles {
-            store.observeCodeBundles {
-                // Runs on the store's listening thread: a deploy is rare and its load short.
-                Host.loadCloudCode(code, store: store, functionsDir: functionsDir)
-            }
+            // Loaded on a thread of its own: the store's listening thread only asks.
+            let reload = CoalescedTask { Host.loadCloudCode(code, store: store, functionsDir: functionsDir) }
+            store.observeCodeBundles { reload.request() }
         }
         guard store.storesCodeBundles else { return code.loadDirectory(functionsDir) }
         let bundle: CodeBundle?

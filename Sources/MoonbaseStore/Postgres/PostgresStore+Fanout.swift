@@ -264,7 +264,7 @@ final class PGFanout: @unchecked Sendable {
             read = try store.readFeed(after: after, skip: skip, listener: listener)
         } catch {
             Log.warn("realtime: reading the change feed failed (retried): \(error.message)")
-            usleep(200_000)
+            usleep(500_000)
             wake { $0.needRead = true }
             return
         }
