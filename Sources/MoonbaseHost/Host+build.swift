@@ -95,19 +95,23 @@ public final class Host: Sendable {
             let reload = CoalescedTask { Host.loadCloudCode(code, store: store, functionsDir: functionsDir) }
             store.observeCodeBundles { reload.request() }
         }
-        guard store.storesCodeBundles else { return code.loadDirectory(functionsDir) }
-        let bundle: CodeBundle?
-        do { bundle = try store.codeBundle() } catch {
-            Log.error("cloud code: cannot read the deployed bundle (\(error.message)); serving the functions folder")
-            return code.loadDirectory(functionsDir)
+        // Chosen under the load lock: a deploy that finished meanwhile is seen.
+        return code.load { () -> [(file: String, text: String)]? in
+            guard store.storesCodeBundles else { return CloudCode.readSources(functionsDir) }
+            let bundle: CodeBundle?
+            do throws(ParseError) { bundle = try store.codeBundle() } catch {
+                Log.error("cloud code: cannot read the deployed bundle (\(error.message)); serving the functions folder")
+                return CloudCode.readSources(functionsDir)
+            }
+            guard let bundle else { return CloudCode.readSources(functionsDir) }
+            let serving = code.generation.sources
+            if serving.count == bundle.files.count
+                && zip(serving, bundle.files).allSatisfy({ $0.file == $1.file && $0.text == $1.text }) {
+                return nil
+            }
+            Log.info("cloud code: serving deployed bundle \(bundle.version) (the functions folder is not read)")
+            return bundle.files
         }
-        guard let bundle else { return code.loadDirectory(functionsDir) }
-        let serving = code.generation.sources
-        if serving.count == bundle.files.count && zip(serving, bundle.files).allSatisfy({ $0.file == $1.file && $0.text == $1.text }) {
-            return [:]
-        }
-        Log.info("cloud code: serving deployed bundle \(bundle.version) (the functions folder is not read)")
-        return code.load(bundle.files)
     }
 
     /// The store `config` names: PostgreSQL at `databaseURL`, else SQLite in the data dir.

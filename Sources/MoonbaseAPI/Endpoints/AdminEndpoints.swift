@@ -63,12 +63,13 @@ enum AdminEndpoints {
                 let file = prefix + (try luaFileName(req.param("file")))
                 let text = String(decoding: req.http.body, as: UTF8.self)
                 if s.store.storesCodeBundles {
-                    try deployShared(s) { (files) throws(ParseError) in
+                    try deployShared(s, { (files) throws(ParseError) in
                         (files.filter { $0.file != file } + [(file: file, text: text)]).sorted { $0.file < $1.file }
-                    }
-                    // This host's folder follows (the bundle is what every host serves).
-                    if !prefix.isEmpty { try FileSystem.makeDirectories(s.config.functionsDir + "/" + String(prefix.dropLast())) }
-                    try FileSystem.writeFile(s.config.functionsDir + "/" + file, Array(req.http.body))
+                    }, then: { () throws(ParseError) in
+                        // This host's folder follows (the bundle is what every host serves).
+                        if !prefix.isEmpty { try FileSystem.makeDirectories(s.config.functionsDir + "/" + String(prefix.dropLast())) }
+                        try FileSystem.writeFile(s.config.functionsDir + "/" + file, Array(req.http.body))
+                    })
                     return .json(200, JSON.encode(functionsJSON(s)))
                 }
                 // Load the candidate generation first; only a generation that loads is written
@@ -93,11 +94,10 @@ enum AdminEndpoints {
                 req.target = .admin("functions")
                 let file = prefix + (try luaFileName(req.param("file")))
                 if s.store.storesCodeBundles {
-                    try deployShared(s) { (files) throws(ParseError) in
+                    try deployShared(s, { (files) throws(ParseError) in
                         guard files.contains(where: { $0.file == file }) else { throw ParseError(.objectNotFound, "no such file: \(file)") }
                         return files.filter { $0.file != file }
-                    }
-                    _ = FileSystem.remove(s.config.functionsDir + "/" + file)
+                    }, then: { () throws(ParseError) in _ = FileSystem.remove(s.config.functionsDir + "/" + file) })
                     return .json(200, JSON.encode(functionsJSON(s)))
                 }
                 let path = s.config.functionsDir + "/" + file
@@ -117,10 +117,11 @@ enum AdminEndpoints {
 
     /// A deploy when the store keeps the code for every host: the new file set is computed from
     /// the stored bundle (the first deploy starts from this host's folder), loaded here first,
-    /// and stored only if it loads (the other hosts then load it on notification). Runs under
-    /// the load lock, so a notification about an older bundle cannot slip in between.
-    static func deployShared(_ s: Services, _ change: ([(file: String, text: String)]) throws(ParseError) -> [(file: String, text: String)])
-        throws(ParseError) {
+    /// and stored only if it loads (the other hosts then load it on notification); `then` runs
+    /// after it was stored. All under the load lock, so no reload chosen earlier (the folder, an
+    /// older bundle) can slip in between.
+    static func deployShared(_ s: Services, _ change: ([(file: String, text: String)]) throws(ParseError) -> [(file: String, text: String)],
+                             then: () throws(ParseError) -> Void) throws(ParseError) {
         let errors = try s.cloud.code.exclusively { (load) throws(ParseError) -> [String: String] in
             var errors: [String: String] = [:]
             do throws(ParseError) {
@@ -130,6 +131,7 @@ enum AdminEndpoints {
                     if !errors.isEmpty { throw ParseError(.scriptFailed, "refused") }
                     return next
                 }
+                try then()
             } catch {
                 // A candidate that did not load is not stored: the serving generation stays.
                 if errors.isEmpty { throw error }
