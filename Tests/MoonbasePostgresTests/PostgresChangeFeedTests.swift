@@ -75,7 +75,11 @@ extension PostgresSuite {
         }
 
         @Test func feedRowsCompactPurgeAndHead() throws {
-            let (store, _) = try freshPostgresStore()
+            let (first, url) = try freshPostgresStore()
+            first.close()
+            // No grace: rows compact as soon as they are superseded (the default waits a minute
+            // for the other hosts to read them; see compactionWaitsForTheGrace).
+            let store = try PostgresStore(url: url, feedCompactionGraceMillis: 0)
             defer { store.close() }
             let o1 = try store.insert("X", fields: ["v": 1], acl: nil, identity: .master)
             _ = try store.update("X", objectId: o1.objectId, changes: ["v": 2], identity: .master)
@@ -103,6 +107,19 @@ extension PostgresSuite {
             try store.checkChangeFeed(since: 5)
             try store.checkChangeFeed(since: 0)
             #expect(try store.changeFeedHead() == 5)
+        }
+
+        /// Rows younger than the grace are left alone, and so are the rows they supersede.
+        @Test func compactionWaitsForTheGrace() throws {
+            let (store, _) = try freshPostgresStore()
+            defer { store.close() }
+            let o = try store.insert("G", fields: ["v": 1], acl: nil, identity: .master)
+            _ = try store.update("G", objectId: o.objectId, changes: ["v": 2], identity: .master)
+            #expect(try store.compactChangeFeed(batch: 100) == 0)
+            let rows = try store.pool.withConnection { (c) throws(ParseError) in
+                try c.execute("SELECT count(*) FROM _mb_changes").scalar?.int64
+            }
+            #expect(rows == 2)
         }
 
         /// Writes to a class nobody observes reach the listener as one mark per run of seqs;

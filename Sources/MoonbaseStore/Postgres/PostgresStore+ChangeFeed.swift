@@ -136,8 +136,13 @@ extension PostgresStore: ChangeFeedStore {
         try write { (tx) throws(ParseError) -> Int in
             let c = tx.connection
             let from = try c.execute("SELECT v FROM _mb_changes_meta WHERE k = 'compacted'").scalar?.int64 ?? 0
-            guard let to = try c.execute("SELECT max(seq) FROM (SELECT seq FROM _mb_changes WHERE seq > $1 ORDER BY seq LIMIT $2) s",
-                                         [.integer(from), .integer(Int64(batch))]).scalar?.int64 else { return 0 }
+            // Only up to the first row younger than the grace: another host may not have read
+            // the rows such a row supersedes yet (their `prev` is the object between two writes).
+            let cutoff = clock.nowMillis() - feedCompactionGraceMillis
+            guard let to = try c.execute("""
+                SELECT max(seq) FROM (SELECT seq FROM _mb_changes WHERE seq > $1 ORDER BY seq LIMIT $2) s
+                WHERE s.seq < coalesce((SELECT min(seq) FROM _mb_changes WHERE seq > $1 AND at > $3), 9223372036854775807)
+                """, [.integer(from), .integer(Int64(batch)), .integer(cutoff)]).scalar?.int64 else { return 0 }
             try c.execute("""
                 DELETE FROM _mb_changes WHERE seq IN (
                   SELECT o.seq FROM _mb_changes n JOIN _mb_changes o ON o.cls = n.cls AND o.oid = n.oid AND o.seq < n.seq

@@ -34,10 +34,17 @@ public final class PostgresStore: Sendable {
     /// (`PostgresStore+Fanout.swift`).
     let fanout = PGFanout()
 
+    /// How old a feed row must be before compaction may remove the rows it supersedes: the
+    /// other hosts read those rows (`prev`) to tell enter, update and leave apart, typically
+    /// milliseconds after the commit.
+    public let feedCompactionGraceMillis: Int64
+
     /// Opens a pool on `url` and brings the internal tables to the current version.
-    public init(url: String, clock: any HostClock = SystemClock(), options: PGPool.Options = PGPool.Options()) throws(ParseError) {
+    public init(url: String, clock: any HostClock = SystemClock(), options: PGPool.Options = PGPool.Options(),
+                feedCompactionGraceMillis: Int64 = 60_000) throws(ParseError) {
         self.url = url
         self.clock = clock
+        self.feedCompactionGraceMillis = feedCompactionGraceMillis
         self.pool = try PGPool(url: url, options: options)
         _ = try PostgresMigrator.migrate(pool)
         let cache = schemaCache
