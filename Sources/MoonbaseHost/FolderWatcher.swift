@@ -15,6 +15,7 @@ public final class FolderWatcher: Sendable {
     let onChange: @Sendable ([String]) -> Void
     let stopped = Atomic<Bool>(false)
     let intervalMs: Int
+    let baseline = Mutex<[[String]]>([])
 
     public init(folders: [String], intervalMs: Int = 250, onChange: @escaping @Sendable ([String]) -> Void) {
         self.folders = folders
@@ -36,7 +37,10 @@ public final class FolderWatcher: Sendable {
         }
     }
 
+    /// Starts watching: a change made after `start` returns is seen (the baseline is taken
+    /// here, not later on the thread).
     public func start() {
+        baseline.withLock { $0 = folders.map { FolderWatcher.fingerprint($0) } }
         let box = Unmanaged.passRetained(self).toOpaque()
         var tid = pthread_t()
         pthread_create(&tid, nil, { arg in
@@ -50,7 +54,7 @@ public final class FolderWatcher: Sendable {
     public func stop() { stopped.store(true, ordering: .relaxed) }
 
     func loop() {
-        var last = folders.map { FolderWatcher.fingerprint($0) }
+        var last = baseline.withLock { $0 }
         while !stopped.load(ordering: .relaxed) {
             usleep(useconds_t(intervalMs * 1000))
             let now = folders.map { FolderWatcher.fingerprint($0) }

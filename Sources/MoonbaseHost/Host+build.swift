@@ -72,7 +72,7 @@ public final class Host: Sendable {
             api.reloadLuaRoutes()
             jobs.reload(jobs: Set(gen.registry.jobs.keys))
         }
-        let errors = cloud.loadDirectory(config.functionsDir)
+        let errors = Host.loadCloudCode(cloud.code, store: store, functionsDir: config.functionsDir, observe: serving)
         if !errors.isEmpty && cloud.generation.id == 0 {
             // Nothing loaded: serve without Cloud Code (the errors are logged and listed by
             // GET /admin/functions), but still read the schedules' syntax.
@@ -82,13 +82,42 @@ public final class Host: Sendable {
         if serving {
             watcher = FolderWatcher(folders: [config.functionsDir, config.cronDir]) { changed in
                 if changed.contains(config.functionsDir) {
-                    cloud.loadDirectory(config.functionsDir)
+                    Host.loadCloudCode(cloud.code, store: store, functionsDir: config.functionsDir)
                 } else {
                     jobs.reload(jobs: Set(cloud.registry.jobs.keys))
                 }
             }
         }
         return Host(services: services, api: api, watcher: watcher)
+    }
+
+    /// Loads the Cloud Code this host serves: the bundle deployed to any host when the store
+    /// keeps one (it wins over the local folder, whose edits are then ignored), else the folder.
+    /// With a shared store, a bundle another host stored is loaded when the store tells.
+    @discardableResult
+    static func loadCloudCode(_ code: CloudCode, store: any Store, functionsDir: String, observe: Bool = false) -> [String: String] {
+        if observe && store.storesCodeBundles {
+            // Loaded on a thread of its own: the store's listening thread only asks.
+            let reload = CoalescedTask { Host.loadCloudCode(code, store: store, functionsDir: functionsDir) }
+            store.observeCodeBundles { reload.request() }
+        }
+        // Chosen under the load lock: a deploy that finished meanwhile is seen.
+        return code.load { () -> [(file: String, text: String)]? in
+            guard store.storesCodeBundles else { return CloudCode.readSources(functionsDir) }
+            let bundle: CodeBundle?
+            do throws(ParseError) { bundle = try store.codeBundle() } catch {
+                Log.error("cloud code: cannot read the deployed bundle (\(error.message)); serving the functions folder")
+                return CloudCode.readSources(functionsDir)
+            }
+            guard let bundle else { return CloudCode.readSources(functionsDir) }
+            let serving = code.generation.sources
+            if serving.count == bundle.files.count
+                && zip(serving, bundle.files).allSatisfy({ $0.file == $1.file && $0.text == $1.text }) {
+                return nil
+            }
+            Log.info("cloud code: serving deployed bundle \(bundle.version) (the functions folder is not read)")
+            return bundle.files
+        }
     }
 
     /// The store `config` names: PostgreSQL at `databaseURL`, else SQLite in the data dir.

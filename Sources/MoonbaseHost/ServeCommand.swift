@@ -91,6 +91,8 @@ enum ServeCommand {
             live.attach(server)
             // Runs a crash left `running` are failed before the first request can read them.
             s.jobs.scheduler.recoverInterruptedRuns()
+            // Watching before serving: a file changed once clients can see the server reloads.
+            host.watcher?.start()
             try server.start()
         } catch {
             throw ParseError.internalError("cannot serve on \(c.host):\(c.port): \(error)")
@@ -108,7 +110,6 @@ enum ServeCommand {
         }
         s.realtime.start()
         s.jobs.scheduler.start()
-        host.watcher?.start()
         Log.info("moonbase serving on http://\(c.host):\(server.port) (data \(c.dataDir), functions \(c.functionsDir), cron \(c.cronDir))")
 
         let sig = Signals.waitForTermination()

@@ -108,6 +108,17 @@ public final class CloudCode: Sendable {
         loadLock.withLock { _ in loadUnlocked(CloudCode.readSources(dir)) }
     }
 
+    /// Loads what `read` returns, called under the load lock (nil: nothing to load). For a
+    /// source chosen at load time (a folder or a deployed bundle), so that a load which started
+    /// earlier cannot install what it chose before a newer load finished.
+    @discardableResult
+    public func load(reading read: () -> [(file: String, text: String)]?) -> [String: String] {
+        loadLock.withLock { _ in
+            guard let sources = read() else { return [:] }
+            return loadUnlocked(sources)
+        }
+    }
+
     /// `dir/*.lua` as `name.lua`, then the modules `dir/lib/**/*.lua` as `lib/…/name.lua`
     /// (hidden names skipped, at most 4 folders deep).
     public static func readSources(_ dir: String) -> [(file: String, text: String)] {

@@ -49,15 +49,29 @@ enum AdminEndpoints {
             ("GET", pattern, Endpoint("admin.functions.get", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = prefix + (try luaFileName(req.param("file")))
-                guard let b = FileSystem.readFile(s.config.functionsDir + "/" + file) else {
-                    throw ParseError(.objectNotFound, "no such file: \(file)")
+                let text: String?
+                if s.store.storesCodeBundles, let bundle = try s.store.codeBundle() {
+                    text = bundle.files.first { $0.file == file }?.text
+                } else {
+                    text = FileSystem.readFile(s.config.functionsDir + "/" + file).map { String(decoding: $0, as: UTF8.self) }
                 }
-                return .text(200, String(decoding: b, as: UTF8.self), contentType: "text/x-lua; charset=utf-8")
+                guard let text else { throw ParseError(.objectNotFound, "no such file: \(file)") }
+                return .text(200, text, contentType: "text/x-lua; charset=utf-8")
             }),
             ("PUT", pattern, Endpoint("admin.functions.put", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = prefix + (try luaFileName(req.param("file")))
                 let text = String(decoding: req.http.body, as: UTF8.self)
+                if s.store.storesCodeBundles {
+                    try deployShared(s, { (files) throws(ParseError) in
+                        (files.filter { $0.file != file } + [(file: file, text: text)]).sorted { $0.file < $1.file }
+                    }, then: { () throws(ParseError) in
+                        // This host's folder follows (the bundle is what every host serves).
+                        if !prefix.isEmpty { try FileSystem.makeDirectories(s.config.functionsDir + "/" + String(prefix.dropLast())) }
+                        try FileSystem.writeFile(s.config.functionsDir + "/" + file, Array(req.http.body))
+                    })
+                    return .json(200, JSON.encode(functionsJSON(s)))
+                }
                 // Load the candidate generation first; only a generation that loads is written
                 // (under the load lock, so a folder reload cannot slip in between).
                 let errors = try s.cloud.code.exclusively { (load) throws(ParseError) -> [String: String] in
@@ -79,6 +93,13 @@ enum AdminEndpoints {
             ("DELETE", pattern, Endpoint("admin.functions.delete", access: .masterOnly) { req throws(ParseError) in
                 req.target = .admin("functions")
                 let file = prefix + (try luaFileName(req.param("file")))
+                if s.store.storesCodeBundles {
+                    try deployShared(s, { (files) throws(ParseError) in
+                        guard files.contains(where: { $0.file == file }) else { throw ParseError(.objectNotFound, "no such file: \(file)") }
+                        return files.filter { $0.file != file }
+                    }, then: { () throws(ParseError) in _ = FileSystem.remove(s.config.functionsDir + "/" + file) })
+                    return .json(200, JSON.encode(functionsJSON(s)))
+                }
                 let path = s.config.functionsDir + "/" + file
                 guard FileSystem.exists(path) else { throw ParseError(.objectNotFound, "no such file: \(file)") }
                 let errors = try s.cloud.code.exclusively { (load) throws(ParseError) -> [String: String] in
@@ -92,6 +113,34 @@ enum AdminEndpoints {
                 return .json(200, JSON.encode(functionsJSON(s)))
             }),
         ]
+    }
+
+    /// A deploy when the store keeps the code for every host: the new file set is computed from
+    /// the stored bundle (the first deploy starts from this host's folder), loaded here first,
+    /// and stored only if it loads (the other hosts then load it on notification); `then` runs
+    /// after it was stored. All under the load lock, so no reload chosen earlier (the folder, an
+    /// older bundle) can slip in between.
+    static func deployShared(_ s: Services, _ change: ([(file: String, text: String)]) throws(ParseError) -> [(file: String, text: String)],
+                             then: () throws(ParseError) -> Void) throws(ParseError) {
+        let errors = try s.cloud.code.exclusively { (load) throws(ParseError) -> [String: String] in
+            var errors: [String: String] = [:]
+            do throws(ParseError) {
+                try s.store.updateCodeBundle(base: CloudCode.readSources(s.config.functionsDir)) { (files) throws(ParseError) in
+                    let next = try change(files)
+                    errors = load(next)
+                    if !errors.isEmpty { throw ParseError(.scriptFailed, "refused") }
+                    return next
+                }
+                try then()
+            } catch {
+                // A candidate that did not load is not stored: the serving generation stays.
+                if errors.isEmpty { throw error }
+            }
+            return errors
+        }
+        if !errors.isEmpty {
+            throw ParseError(.scriptFailed, errors.sorted { $0.key < $1.key }.map { "\($0.value)" }.joined(separator: "; "))
+        }
     }
 
     /// `name.lua`, nothing else (no path separators, no hidden files).

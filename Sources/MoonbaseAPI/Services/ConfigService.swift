@@ -7,7 +7,9 @@ import Synchronization
 /// master key (`PUT /parse/config`), read by Cloud Code (`config.get(name)`).
 ///
 /// Stored by the store (`ConfigStore`: one entry per parameter, its JSON value and whether only
-/// the master key may read it), cached in memory and dropped from the cache on every write.
+/// the master key may read it), cached in memory and dropped from the cache on every write, this
+/// host's or (told by the store) another host's. A read that overlapped a drop does not cache
+/// what it read: it may predate the change.
 ///
 /// Thread-safety: the cache is behind a mutex; writes go through the store.
 public final class ConfigService: Sendable {
@@ -17,18 +19,24 @@ public final class ConfigService: Sendable {
     }
 
     let store: any ConfigStore
-    let cache = Mutex<Snapshot?>(nil)
+    let cache = Mutex<(generation: UInt64, snapshot: Snapshot?)>((0, nil))
 
-    public init(store: any ConfigStore) { self.store = store }
+    public init(store: any ConfigStore) {
+        self.store = store
+        store.observeConfigChanges { [weak self] in self?.dropCache() }
+    }
+
+    func dropCache() { cache.withLock { c in c = (c.generation &+ 1, nil) } }
 
     func snapshot() throws(ParseError) -> Snapshot {
-        if let s = cache.withLock({ $0 }) { return s }
+        let (generation, cached) = cache.withLock { $0 }
+        if let s = cached { return s }
         var snap = Snapshot(params: [:], masterKeyOnly: [])
         for p in try store.configParameters() {
             snap.params[p.name] = p.value
             if p.masterKeyOnly { snap.masterKeyOnly.insert(p.name) }
         }
-        cache.withLock { $0 = snap }
+        cache.withLock { c in if c.generation == generation { c.snapshot = snap } }
         return snap
     }
 
@@ -68,7 +76,7 @@ public final class ConfigService: Sendable {
         for e in masterKeyOnly where params[e.key]?.objectValue?["__op"]?.stringValue != "Delete" {
             changes.append(.masterKeyOnly(e.key, e.value.boolValue == true))
         }
-        defer { cache.withLock { $0 = nil } }
+        defer { dropCache() }
         try store.updateConfig(changes)
     }
 }

@@ -31,4 +31,13 @@ public protocol ConfigStore: Sendable {
     func configParameters() throws(ParseError) -> [ConfigParameter]
     /// Applies `changes` in order, in one transaction.
     func updateConfig(_ changes: [ConfigChange]) throws(ParseError)
+    /// Calls `onChange` whenever the parameters may have changed other than through this
+    /// process's `updateConfig` (another host sharing the database wrote them, or this host
+    /// missed such news): a cache of them must be dropped then. Called on a background thread.
+    func observeConfigChanges(_ onChange: @escaping @Sendable () -> Void)
+}
+
+extension ConfigStore {
+    /// One process alone writes the parameters: nothing else changes them.
+    public func observeConfigChanges(_ onChange: @escaping @Sendable () -> Void) {}
 }

@@ -108,6 +108,14 @@ public enum PostgresMigrator {
         ALTER TABLE _mb_usage_window DROP CONSTRAINT IF EXISTS _mb_usage_window_pkey;
         ALTER TABLE _mb_usage_window ADD PRIMARY KEY (key, minute, host);
         """,
+        // 5: many hosts. `prev`: the object before an update or delete, so a host that did not
+        // make the write can tell update from enter and leave. `_mb_code`: the Cloud Code
+        // bundle deployed to any host (one row; `files` a JSON array of [name, source]).
+        """
+        ALTER TABLE _mb_changes ADD COLUMN IF NOT EXISTS prev jsonb;
+        CREATE TABLE IF NOT EXISTS _mb_code(id int PRIMARY KEY CHECK (id = 1), version bigint NOT NULL,
+          files text NOT NULL, at bigint NOT NULL);
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction, and returns the

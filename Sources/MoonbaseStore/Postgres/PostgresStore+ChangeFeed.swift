@@ -14,25 +14,35 @@ import Synchronization
 /// cost is that commits which write feed rows queue on that lock for two short statements.
 ///
 /// The listener of this host (`setChangeListener`) hears each committed transaction's events
-/// in seq order: a ticket taken under the lock orders the deliveries of concurrent commits.
+/// in seq order: a ticket taken under the lock orders the deliveries of concurrent commits, and
+/// `PGFanout` merges them with the other hosts' changes (read from the feed) without gap or
+/// duplicate. Updates and deletes store the object before the write (`prev`), so another host
+/// tells update, enter and leave apart as this one does; creates store nothing more.
 extension PostgresStore: ChangeFeedStore {
     static let feedKey = "moonbase.pg.changes"
     /// Key of the advisory lock numbering the feed ("mbfeed" in ASCII).
     static let feedLockKey: Int64 = 0x6d62_6665_6564
 
-    public func setChangeListener(_ listener: (any ChangeListener)?) { changes.set(listener) }
+    public func setChangeListener(_ listener: (any ChangeListener)?) {
+        changes.set(listener)
+        guard listener != nil else { return }
+        watch.ensureStarted(url: url)
+        fanout.follow(from: (try? changeFeedHead()) ?? 0, store: self)
+    }
 
     /// Notes a committed-to-be change of one object in `tx` (numbered at commit). Every write
     /// path calls it (set-based writes once per row): a delete with the row's read permissions
     /// (`perm`, `|a|b|` form), a save with the object as now stored; `original` is the object
-    /// before the write (updates and deletes). The objects are only kept when this host's
-    /// listener observes the class.
+    /// before the write (updates and deletes), stored in the feed row for the other hosts. The
+    /// objects are only kept in memory when this host's listener observes the class.
     public func recordChange(_ tx: PGTransaction, _ className: String, objectId: String, op: ChangeEvent.Op, perm: String?,
                              original: StoredObject?, current: StoredObject?) throws(ParseError) {
         var e = PGFeedEntry(className: className, objectId: objectId, op: op, perm: perm)
+        let before = try original?.json(for: .master)
+        e.prev = before.map { .object($0) } ?? .null
         if let l = changes.listener, l.observes(className) {
             e.observed = true
-            e.original = try original?.json(for: .master)
+            e.original = before
             e.current = try current?.json(for: .master)
         }
         var list = tx.userInfo.removeValue(forKey: Self.feedKey) as? [PGFeedEntry] ?? []
@@ -41,41 +51,42 @@ extension PostgresStore: ChangeFeedStore {
     }
 
     /// Numbers the transaction's noted changes (the last statements before COMMIT) and queues
-    /// their events for this host's listener. - Returns: the delivery ticket taken, if any.
+    /// their events for this host's listener and its announcement to the other hosts.
+    /// - Returns: the delivery ticket taken, if any.
     func flushChanges(_ tx: PGTransaction) throws(ParseError) -> UInt64? {
         guard let entries = tx.userInfo.removeValue(forKey: Self.feedKey) as? [PGFeedEntry], !entries.isEmpty else { return nil }
         let c = tx.connection
         try c.execute("SELECT pg_advisory_xact_lock($1)", [.integer(Self.feedLockKey)])
         let rows: [JSONValue] = entries.map {
-            .array([.string($0.className), .string($0.objectId), .string($0.op.rawValue), $0.perm.map { .string($0) } ?? .null])
+            .array([.string($0.className), .string($0.objectId), .string($0.op.rawValue), $0.perm.map { .string($0) } ?? .null, $0.prev])
         }
         let r = try c.execute("""
-            INSERT INTO _mb_changes(seq, cls, oid, op, at, perm)
-            SELECT nextval('_mb_changes_seq'), e ->> 0, e ->> 1, e ->> 2, $1, e ->> 3
+            INSERT INTO _mb_changes(seq, cls, oid, op, at, perm, prev)
+            SELECT nextval('_mb_changes_seq'), e ->> 0, e ->> 1, e ->> 2, $1, e ->> 3, NULLIF(e -> 4, 'null'::jsonb)
             FROM (SELECT e FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS x(e, n) ORDER BY n) s
             RETURNING seq
             """, [.integer(clock.nowMillis()), .json(JSONValue.array(rows).jsonBytes)])
-        guard let listener = changes.listener else { return nil }
         let seqs = r.rows.compactMap { $0[0].int64 }.sorted()
-        guard seqs.count == entries.count else { throw ParseError.internalError("change feed: \(seqs.count) seqs for \(entries.count) rows") }
+        guard seqs.count == entries.count, let first = seqs.first, let last = seqs.last else {
+            throw ParseError.internalError("change feed: \(seqs.count) seqs for \(entries.count) rows")
+        }
         var events: [ChangeEvent] = []
-        for (i, e) in entries.enumerated() {
-            let seq = seqs[i]
-            if e.observed {
-                events.append(ChangeEvent(seq: seq, className: e.className, objectId: e.objectId, op: e.op,
-                                          original: e.original, current: e.current, hasPayload: true))
-            } else if let last = events.last, last.isMark, last.className == e.className, last.seq == seq - 1 {
-                events[events.count - 1].seq = seq  // consecutive unobserved writes of one class: one range
-            } else {
-                events.append(ChangeEvent(seq: seq, className: e.className, objectId: "", op: e.op, original: nil,
-                                          current: nil, hasPayload: false))
+        if changes.listener != nil {
+            for (i, e) in entries.enumerated() {
+                if e.observed {
+                    events.append(ChangeEvent(seq: seqs[i], className: e.className, objectId: e.objectId, op: e.op,
+                                              original: e.original, current: e.current, hasPayload: true))
+                } else {
+                    ChangeEvent.appendMark(&events, className: e.className, seq: seqs[i], op: e.op)
+                }
             }
         }
         // Taken under the feed lock: tickets follow seq order on this host.
         let ticket = publishOrder.take()
         let order = publishOrder
-        let batch = events
-        tx.onCommit { order.finish(ticket) { listener.publish(batch) } }
+        let fanout = self.fanout
+        let batch = PGLocalBatch(first: first, last: last, events: events)
+        tx.onCommit { order.finish(ticket) { fanout.committed(batch, store: self) } }
         return ticket
     }
 
@@ -125,8 +136,13 @@ extension PostgresStore: ChangeFeedStore {
         try write { (tx) throws(ParseError) -> Int in
             let c = tx.connection
             let from = try c.execute("SELECT v FROM _mb_changes_meta WHERE k = 'compacted'").scalar?.int64 ?? 0
-            guard let to = try c.execute("SELECT max(seq) FROM (SELECT seq FROM _mb_changes WHERE seq > $1 ORDER BY seq LIMIT $2) s",
-                                         [.integer(from), .integer(Int64(batch))]).scalar?.int64 else { return 0 }
+            // Only up to the first row younger than the grace: another host may not have read
+            // the rows such a row supersedes yet (their `prev` is the object between two writes).
+            let cutoff = clock.nowMillis() - feedCompactionGraceMillis
+            guard let to = try c.execute("""
+                SELECT max(seq) FROM (SELECT seq FROM _mb_changes WHERE seq > $1 ORDER BY seq LIMIT $2) s
+                WHERE s.seq < coalesce((SELECT min(seq) FROM _mb_changes WHERE seq > $1 AND at > $3), 9223372036854775807)
+                """, [.integer(from), .integer(Int64(batch)), .integer(cutoff)]).scalar?.int64 else { return 0 }
             try c.execute("""
                 DELETE FROM _mb_changes WHERE seq IN (
                   SELECT o.seq FROM _mb_changes n JOIN _mb_changes o ON o.cls = n.cls AND o.oid = n.oid AND o.seq < n.seq
@@ -162,6 +178,8 @@ struct PGFeedEntry {
     var objectId: String
     var op: ChangeEvent.Op
     var perm: String?
+    /// The object before an update or delete (JSON null for a create).
+    var prev: JSONValue = .null
     var observed = false
     var original: JSONObject?
     var current: JSONObject?

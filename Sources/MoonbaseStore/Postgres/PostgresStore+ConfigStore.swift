@@ -4,8 +4,15 @@ import MoonbasePostgres
 
 /// Parse Config in `_mb_config` (made by `PostgresMigrator`): one row per parameter, its value
 /// as JSON text (kept as text, not `jsonb`, so a value reads back with its keys in the order
-/// they were written, as on SQLite).
+/// they were written, as on SQLite). A change notifies every host (`mb_config`), so each drops
+/// its cached copy at once.
 extension PostgresStore: ConfigStore {
+    public func observeConfigChanges(_ onChange: @escaping @Sendable () -> Void) {
+        watch.on(PGClusterWatch.configChannel) { _ in onChange() }
+        watch.onReconnect(onChange)
+        watch.ensureStarted(url: url)
+    }
+
     public func configParameters() throws(ParseError) -> [ConfigParameter] {
         let rows = try pool.withConnection { (c) throws(ParseError) in
             try c.execute("SELECT name, value, masterKeyOnly FROM _mb_config ORDER BY name COLLATE \"C\"").rows
@@ -35,6 +42,7 @@ extension PostgresStore: ConfigStore {
                     try c.execute("UPDATE _mb_config SET masterKeyOnly = $1 WHERE name = $2", [.bool(on), .text(name)])
                 }
             }
+            try c.execute("SELECT pg_notify($1, '')", [.text(PGClusterWatch.configChannel)])
         }
     }
 }

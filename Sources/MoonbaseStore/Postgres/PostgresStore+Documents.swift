@@ -282,9 +282,10 @@ extension PostgresStore {
     /// Nothing to do: PostgreSQL made every commit durable when it returned.
     public func checkpoint() throws(ParseError) {}
 
-    /// Closes the pool and stops listening for schema changes; later calls fail with code 1.
+    /// Closes the pool and stops listening to the other hosts; later calls fail with code 1.
     public func close() {
-        schemaWatch.stop()
+        fanout.stop()
+        watch.stop()
         pool.close()
     }
 

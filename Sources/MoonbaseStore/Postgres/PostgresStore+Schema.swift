@@ -27,7 +27,7 @@ extension PostgresStore {
     /// so a cache miss reads through it instead of taking a second one from the pool.
     func lookupSchema(_ className: String, on conn: PGConnection? = nil) throws(ParseError) -> ClassSchema? {
         if let tx = pool.currentTransaction, let s = pendingSchemas(tx)[className] { return s }
-        schemaWatch.ensureStarted(url: url, cache: schemaCache)
+        watch.ensureStarted(url: url)
         if let s = schemaCache.get(className) { return s }
         guard Naming.isValidClassName(className) else { return nil }
         return try loadSchema(className, lock: false, on: conn)
@@ -92,7 +92,7 @@ extension PostgresStore {
     /// Reads one class's row (with `lock`: `FOR UPDATE`, inside the caller's transaction) and
     /// caches it when read outside a transaction.
     func loadSchema(_ className: String, lock: Bool, on conn: PGConnection? = nil) throws(ParseError) -> ClassSchema? {
-        let cacheable = pool.currentTransaction == nil && schemaWatch.isListening
+        let cacheable = pool.currentTransaction == nil && watch.isListening
         let generation = schemaCache.generation
         let read = { (c: PGConnection) throws(ParseError) -> ClassSchema? in
             let r = try c.execute("SELECT fields, indexes, clp FROM _mb_schema WHERE className = $1" + (lock ? " FOR UPDATE" : ""),
@@ -120,7 +120,7 @@ extension PostgresStore {
             """, [.text(schema.className), .text(JSONValue.object(schema.fieldsJSON).jsonString),
                   .text(JSONValue.object(schema.indexes).jsonString), .text(JSONValue.object(schema.clp).jsonString)])
         // Delivered at commit (once per class and transaction), to this host too.
-        try tx.connection.execute("SELECT pg_notify($1, $2)", [.text(PGSchemaWatch.channel), .text(schema.className)])
+        try tx.connection.execute("SELECT pg_notify($1, $2)", [.text(PGClusterWatch.schemaChannel), .text(schema.className)])
         var pending = tx.userInfo[Self.pendingSchemaKey] as? [String: ClassSchema]
         if pending == nil {
             pending = [:]
@@ -216,39 +216,6 @@ final class PGSchemaCache: Sendable {
             st.generation &+= 1
             if let className { st.all[className] = nil } else { st.all.removeAll() }
         }
-    }
-}
-
-/// The listening connection through which hosts tell one another a class schema changed,
-/// started on first use of the catalog.
-final class PGSchemaWatch: Sendable {
-    static let channel = "mb_schema"
-    private let listener = Mutex<PGListener?>(nil)
-    private let listening = Atomic<Bool>(false)
-    private let stopped = Atomic<Bool>(false)
-
-    /// Whether notifications reach this host (only then may it cache).
-    var isListening: Bool { listening.load(ordering: .acquiring) }
-
-    /// Starts listening unless it already does (a failed start is tried again next time).
-    func ensureStarted(url: String, cache: PGSchemaCache) {
-        guard !listening.load(ordering: .acquiring), !stopped.load(ordering: .acquiring) else { return }
-        listener.withLock { l in
-            guard l == nil, !stopped.load(ordering: .acquiring) else { return }
-            guard let new = try? PGListener(url: url, channels: [Self.channel],
-                                            onNotify: { _, className in cache.invalidate(className) },
-                                            onReconnect: { cache.invalidate(nil) }) else { return }
-            do throws(ParseError) { try new.start() } catch { return }
-            l = new
-            listening.store(true, ordering: .releasing)
-        }
-    }
-
-    func stop() {
-        stopped.store(true, ordering: .releasing)
-        listening.store(false, ordering: .releasing)
-        let l = listener.withLock { l -> PGListener? in defer { l = nil }; return l }
-        l?.stop()
     }
 }
 

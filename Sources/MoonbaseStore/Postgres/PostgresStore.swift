@@ -25,7 +25,8 @@ public final class PostgresStore: Sendable {
     public let clock: any HostClock
     /// Class schemas as this host last read them (`PostgresStore+Schema.swift`).
     let schemaCache = PGSchemaCache()
-    let schemaWatch = PGSchemaWatch()
+    /// What the other hosts sharing the database announce (`PGClusterWatch.swift`).
+    let watch = PGClusterWatch()
     /// Who hears the changes committed on this host, and the order they are told in
     /// (`PostgresStore+ChangeFeed.swift`).
     let changes = ChangeListenerSlot()
@@ -33,12 +34,25 @@ public final class PostgresStore: Sendable {
     /// This store's part of the shared per-minute rate windows (one row per key, minute and
     /// host; a window's count is the sum of the parts).
     let usageHost = Random.alphanumeric(12)
+    /// Merges the other hosts' changes into this host's listener, and announces this host's
+    /// (`PostgresStore+Fanout.swift`).
+    let fanout = PGFanout()
+
+    /// How old a feed row must be before compaction may remove the rows it supersedes: the
+    /// other hosts read those rows (`prev`) to tell enter, update and leave apart, typically
+    /// milliseconds after the commit.
+    public let feedCompactionGraceMillis: Int64
 
     /// Opens a pool on `url` and brings the internal tables to the current version.
-    public init(url: String, clock: any HostClock = SystemClock(), options: PGPool.Options = PGPool.Options()) throws(ParseError) {
+    public init(url: String, clock: any HostClock = SystemClock(), options: PGPool.Options = PGPool.Options(),
+                feedCompactionGraceMillis: Int64 = 60_000) throws(ParseError) {
         self.url = url
         self.clock = clock
+        self.feedCompactionGraceMillis = feedCompactionGraceMillis
         self.pool = try PGPool(url: url, options: options)
         _ = try PostgresMigrator.migrate(pool)
+        let cache = schemaCache
+        watch.on(PGClusterWatch.schemaChannel) { className in cache.invalidate(className) }
+        watch.onReconnect { cache.invalidate(nil) }
     }
 }

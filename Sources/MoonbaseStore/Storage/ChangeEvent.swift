@@ -40,6 +40,19 @@ public struct ChangeEvent: Sendable {
     }
 }
 
+extension ChangeEvent {
+    /// Appends an unobserved write of `className` at `seq` as a mark, extending the last mark
+    /// when it is the same class's write just before (consecutive unobserved writes: one range).
+    public static func appendMark(_ events: inout [ChangeEvent], className: String, seq: Int64, op: Op) {
+        if let last = events.last, last.isMark, last.className == className, last.seq == seq - 1 {
+            events[events.count - 1].seq = seq
+        } else {
+            events.append(ChangeEvent(seq: seq, className: className, objectId: "", op: op, original: nil,
+                                      current: nil, hasPayload: false))
+        }
+    }
+}
+
 /// Receives committed changes from the store (the realtime engine implements it).
 ///
 /// `publish` runs after the outermost transaction committed, while the writer is still held:
