@@ -134,18 +134,12 @@ def test_a_host_killed_mid_job_leaves_a_failed_run_and_the_next_tick_runs_elsewh
     assert second["host"] == f"{second['host'].rsplit(':', 1)[0]}:{survivor.proc.pid}", second
 
 
-def test_a_monthly_quota_is_shared_by_two_hosts(host_factory):
-    env = {"MOONBASE_QUOTA_MONTHLY_REQUESTS": "20"}
-    a = host_factory(env=env).start()
-    b = host_factory(like=a, env=env).start()
+def served_until_refused(hosts, pause, refusals, most):
+    """Sends requests to `hosts` in turn, `pause` seconds apart, until `refusals` in a row are
+    refused with 429/155 (at most `most` requests); returns how many were served."""
     served, refused_in_a_row, sent = 0, 0, 0
-    # One request every 0.1 s, alternating: each host is sent 5 a second. With the default
-    # flush, the documented bound is 20 + (hosts - 1) x one host's requests in one second = 25;
-    # each host alone would serve 20 (40 in all). The assertion allows one more second of
-    # delay on a loaded machine.
-    while refused_in_a_row < 10 and sent < 120:
-        host = a if sent % 2 == 0 else b
-        r = host.req("GET", "/parse/classes/Thing")
+    while refused_in_a_row < refusals and sent < most:
+        r = hosts[sent % len(hosts)].req("GET", "/parse/classes/Thing")
         sent += 1
         if r.status_code == 200:
             served += 1
@@ -153,8 +147,20 @@ def test_a_monthly_quota_is_shared_by_two_hosts(host_factory):
         else:
             assert r.status_code == 429 and r.json()["code"] == 155, r.text
             refused_in_a_row += 1
-        time.sleep(0.1)
-    assert refused_in_a_row == 10, (served, sent)
+        time.sleep(pause)
+    assert refused_in_a_row == refusals, (served, sent)
+    return served
+
+
+def test_a_monthly_quota_is_shared_by_two_hosts(host_factory):
+    env = {"MOONBASE_QUOTA_MONTHLY_REQUESTS": "20"}
+    a = host_factory(env=env).start()
+    b = host_factory(like=a, env=env).start()
+    # One request every 0.1 s, alternating: each host is sent 5 a second. With the default
+    # flush, the documented bound is 20 + (hosts - 1) x one host's requests in one second = 25;
+    # each host alone would serve 20 (40 in all). The assertion allows one more second of
+    # delay on a loaded machine.
+    served = served_until_refused((a, b), pause=0.1, refusals=10, most=120)
     assert 20 <= served <= 30, served
     for host in (a, b):
         assert host.req("GET", "/parse/classes/Thing").status_code == 429
@@ -184,22 +190,10 @@ def test_a_per_minute_limit_is_shared_by_two_hosts(host_factory):
     # Start early in a UTC minute: the loop must not cross into the next window.
     while time.gmtime().tm_sec > 40:
         time.sleep(0.5)
-    served, refused_in_a_row, sent = 0, 0, 0
     # One request every 0.2 s, alternating: each host is sent 2.5 a second, so the documented
     # bound is 6 + 2.5 (and each host alone would serve 6: 12 in all). The assertion allows one
     # more second of delay on a loaded machine.
-    while refused_in_a_row < 6 and sent < 60:
-        host = a if sent % 2 == 0 else b
-        r = host.req("GET", "/parse/classes/Thing")
-        sent += 1
-        if r.status_code == 200:
-            served += 1
-            refused_in_a_row = 0
-        else:
-            assert r.status_code == 429 and r.json()["code"] == 155, r.text
-            refused_in_a_row += 1
-        time.sleep(0.2)
-    assert refused_in_a_row == 6, (served, sent)
+    served = served_until_refused((a, b), pause=0.2, refusals=6, most=60)
     assert 6 <= served <= 10, served
 
 
