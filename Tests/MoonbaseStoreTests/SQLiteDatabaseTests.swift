@@ -168,6 +168,34 @@ struct SQLiteDatabaseTests {
         try f.database.checkpoint()
     }
 
+    /// Bulk work (jobs) checkpoints every 64 MiB of WAL instead of SQLite's 4 MiB, and what the
+    /// WAL holds is copied into the file when it ends; ordinary commits checkpoint as before.
+    @Test func bulkWorkDefersCheckpointsUntilItEnds() throws {
+        let path = f.database.path
+        func fileSize() throws -> Int { (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? -1 }
+        func fill(_ tag: String) throws {
+            try f.database.write { (tx) throws(ParseError) in
+                try tx.connection.run("""
+                    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
+                    INSERT INTO t(v) SELECT ? || i || hex(randomblob(1000)) FROM n
+                    """, [.text(tag)])
+            }
+        }
+        try f.database.checkpoint()
+        let start = try fileSize()
+        f.database.beginBulkWork()
+        let threshold = try f.database.write { (tx) throws(ParseError) in try tx.connection.scalar("PRAGMA wal_autocheckpoint") }
+        #expect(threshold == .integer(16384))
+        try fill("a")  // well over 1000 WAL pages, under 16384: no checkpoint yet
+        #expect(try fileSize() == start)
+        f.database.endBulkWork()
+        let afterBulk = try fileSize()
+        #expect(afterBulk > start + 4_000_000)
+        try fill("b")  // ordinary work: the commit checkpoints at 1000 pages again
+        #expect(try fileSize() > afterBulk + 4_000_000)
+        #expect(try count() == 3000)
+    }
+
     @Test func statementsAreCachedAndReentrantUseIsSafe() throws {
         try f.database.write { (tx) throws(ParseError) in
             for i in 0..<3 { try tx.connection.run("INSERT INTO t(v) VALUES(?)", [.text("r\(i)")]) }
