@@ -168,7 +168,7 @@ struct SQLiteDatabaseTests {
         try f.database.checkpoint()
     }
 
-    /// Bulk work (jobs) checkpoints every 64 MiB of WAL instead of SQLite's 4 MiB, and what the
+    /// Bulk work (jobs) checkpoints every 256 MiB of WAL instead of SQLite's 4 MiB, and what the
     /// WAL holds is copied into the file when it ends; ordinary commits checkpoint as before.
     @Test func bulkWorkDefersCheckpointsUntilItEnds() throws {
         let path = f.database.path
@@ -185,8 +185,8 @@ struct SQLiteDatabaseTests {
         let start = try fileSize()
         f.database.beginBulkWork()
         let threshold = try f.database.write { (tx) throws(ParseError) in try tx.connection.scalar("PRAGMA wal_autocheckpoint") }
-        #expect(threshold == .integer(16384))
-        try fill("a")  // well over 1000 WAL pages, under 16384: no checkpoint yet
+        #expect(threshold == .integer(65536))
+        try fill("a")  // well over 1000 WAL pages, under 65536: no checkpoint yet
         #expect(try fileSize() == start)
         f.database.endBulkWork()
         let afterBulk = try fileSize()
