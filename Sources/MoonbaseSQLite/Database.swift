@@ -30,9 +30,9 @@ public final class Database: Sendable {
         /// SQLite's 1000 (4 MiB). Each commit of a bulk job dirties most pages of the random-keyed
         /// indexes (about 40 MB per W6 commit at 100,000 posts), and each checkpoint copied them
         /// all back into the file again: checkpointing every 256 MiB copies a page rewritten by
-        /// several commits once (W6 replayed, 100,000 posts, 2,000-post transactions: 1000 pages
-        /// -> 65536: commit CPU ~50 -> 27-28 µs per post, bytes written ~8 -> 3.5 GB at 65536,
-        /// where 16384 pages still wrote 8 GB).
+        /// several commits once (W6 replayed, 2,000-post transactions: at 20,000 posts 1000 ->
+        /// 16384 pages cut commit CPU 19-22 -> 13-14 µs per post; at 100,000 posts 16384 ->
+        /// 65536 pages cut it 36-38 -> 27-28 µs and the bytes written 8 -> 3.5 GB).
         public var bulkWALAutocheckpointPages = 65536
         /// How long `write` waits for the writer before answering "database busy".
         public var writeLockTimeoutMillis = 30_000
