@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
+#include <errno.h>
 #include <linux/futex.h>
 #include <microhttpd.h>
 
@@ -188,6 +190,22 @@ static inline void mb_parker_wake(uint32_t *w) {
     if (__atomic_exchange_n(w, 1, __ATOMIC_RELEASE) == 2) {
         syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }
+}
+
+/** The calling thread's kernel thread id (for per-thread scheduling calls). */
+static inline int32_t mb_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+
+/** Sets one thread's nice value (on Linux, PRIO_PROCESS with a thread id names that thread
+ * alone). Returns 0 or the errno: an unprivileged process may raise a nice value but not lower it
+ * again (EACCES/EPERM) unless RLIMIT_NICE allows it. */
+static inline int mb_set_thread_nice(int32_t tid, int nice) {
+    return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
+}
+
+/** The calling thread's nice value. */
+static inline int mb_thread_nice(void) {
+    errno = 0;
+    return getpriority(PRIO_PROCESS, (id_t)mb_gettid());
 }
 
 /** Hands an upgraded socket back to libmicrohttpd, which closes it (MHD_upgrade_action is variadic). */
