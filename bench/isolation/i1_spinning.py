@@ -67,10 +67,14 @@ def main():
     port = free_port()
     env = dict(os.environ, MOONBASE_MASTER_KEY="bench-master", MOONBASE_APP_ID="moonbase")
     log = open(os.path.join(tmp, "server.log"), "ab")
-    proc = subprocess.Popen([binary, "serve", "--host", "127.0.0.1", "--port", str(port), "--data",
-                             os.path.join(tmp, "data"), "--functions", os.path.join(tmp, "functions"),
-                             "--cron", os.path.join(tmp, "cron"), "--workers", str(args.workers)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        proc = subprocess.Popen([binary, "serve", "--host", "127.0.0.1", "--port", str(port), "--data",
+                                 os.path.join(tmp, "data"), "--functions", os.path.join(tmp, "functions"),
+                                 "--cron", os.path.join(tmp, "cron"), "--workers", str(args.workers)],
+                                env=env, stdout=log, stderr=subprocess.STDOUT)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         for _ in range(600):
             try:
