@@ -360,6 +360,71 @@ def test_thousand_connections_dropped_abruptly(server):
     assert r.status_code == 201
 
 
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def wait_fds(pid, at_most, timeout=30):
+    deadline = time.time() + timeout
+    while fd_count(pid) > at_most and time.time() < deadline:
+        time.sleep(0.1)
+    return fd_count(pid)
+
+
+def test_sockets_leave_no_descriptor_behind(server):
+    """Each held WebSocket costs the server one descriptor (libmicrohttpd's own copy is gone
+    once the socket is handed over), and every way a socket ends gives it back: closed by the
+    client, dropped by the client, closed by the server (oversized message), server shutdown."""
+    pid = server.proc.pid
+
+    async def warm():
+        # Every worker opens what it opens lazily (database connections) before the baseline.
+        conns = await asyncio.gather(*(connected(server) for _ in range(50)))
+        for i, ws in enumerate(conns):
+            await ws.send(json.dumps({"op": "subscribe", "requestId": 1, "query": {"className": "Fd", "where": {"n": i}}}))
+        for ws in conns:
+            assert (await recv_json(ws))["op"] == "subscribed"
+            await ws.close()
+    run(warm())
+    assert server.req("GET", "/parse/classes/Fd").status_code == 200
+    base = fd_count(pid)
+    for _ in range(15):
+        time.sleep(0.2)
+        base = min(base, fd_count(pid))
+
+    async def rounds():
+        for _ in range(2):
+            conns = []
+            for start in range(0, 300, 100):
+                conns += await asyncio.gather(*(connected(server) for _ in range(100)))
+            held = wait_fds(pid, base + 300 + 10, timeout=10)
+            assert base + 300 <= held <= base + 300 + 10, (base, held)
+            for ws in conns[:100]:
+                await ws.close()
+            for ws in conns[100:200]:
+                ws.transport.abort()
+            for ws in conns[200:]:
+                await ws.send("x" * (70 * 1024))
+            for ws in conns[200:]:
+                with pytest.raises(websockets.ConnectionClosed):
+                    while True:
+                        await asyncio.wait_for(ws.recv(), 20)
+            left = wait_fds(pid, base)
+            assert left <= base, (base, left)
+    run(rounds())
+
+    async def still_serves_then_stops():
+        conns = await asyncio.gather(*(connected(server) for _ in range(100)))
+        assert server.req("POST", "/parse/classes/After", {"ok": True}).status_code == 201
+        # Shutdown with sockets held: each hears 1001 and the process exits cleanly.
+        assert server.stop() == 0
+        for ws in conns:
+            with pytest.raises(websockets.ConnectionClosed) as e:
+                await asyncio.wait_for(ws.recv(), 20)
+            assert e.value.rcvd is None or e.value.rcvd.code == 1001
+    run(still_serves_then_stops())
+
+
 # --- Lua triggers ---------------------------------------------------------------------------
 
 TRIGGERS = r'''
