@@ -115,8 +115,13 @@ public final class WebSocketLoop: @unchecked Sendable {
                 for i in 0..<Int(n) {
                     let ev = events[i]
                     if ev.token == 0 {
-                        wakePending.store(false, ordering: .releasing)
+                        // Drain first, then re-arm: the other order loses a wake-up that lands
+                        // between the two (its signal drained while the flag stays set), after
+                        // which no `wake()` signals again and queued sends wait for the next
+                        // tick (up to a second). The inbox is read below, after re-arming, so
+                        // a sender that saw the flag still set is picked up in this turn.
                         mb_eventfd_drain(wakeFD)
+                        wakePending.store(false, ordering: .sequentiallyConsistent)
                         continue
                     }
                     guard let c = connections[ev.token] else { continue }
