@@ -9,6 +9,7 @@
 #include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/resource.h>
 #include <errno.h>
@@ -211,4 +212,14 @@ static inline int mb_thread_nice(void) {
 /** Hands an upgraded socket back to libmicrohttpd, which closes it (MHD_upgrade_action is variadic). */
 static inline enum MHD_Result mb_mhd_upgrade_close(struct MHD_UpgradeResponseHandle *urh) {
     return MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+/** A close-on-exec duplicate of an upgraded socket's descriptor, or -1 (errno set).
+ * libmicrohttpd keeps an upgraded connection, with its whole per-connection memory pool, until
+ * the upgrade handle is closed. Without TLS, closing the handle makes it only close(2) its own
+ * descriptor (no shutdown(2), and the connection left its epoll set when it was suspended for
+ * the upgrade), so a duplicate taken first keeps the socket open for its new owner while
+ * libmicrohttpd frees the connection at once. */
+static inline int mb_dup_cloexec(int fd) {
+    return fcntl(fd, F_DUPFD_CLOEXEC, 0);
 }
