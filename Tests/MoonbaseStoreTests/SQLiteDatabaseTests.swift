@@ -93,6 +93,30 @@ struct SQLiteDatabaseTests {
         #expect(try count() == 1)
     }
 
+    /// Held reads share one read transaction, yet every read sees each write committed before
+    /// it: this thread's own (the held transaction ends first) and other threads' (a commit
+    /// makes the next held read take a fresh snapshot).
+    @Test func heldReadsShareATransactionAndStillSeeEveryCommit() throws {
+        let db = f.database
+        func autocommit() throws -> Bool { try db.read { (c) throws(ParseError) -> Bool in c.isAutocommit } }
+        db.holdReads()
+        #expect(try count() == 0)
+        #expect(try autocommit() == false)   // the transaction stays open between reads
+        #expect(try count() == 0)
+        // Another thread commits: the next read here sees it.
+        runConcurrently(1) { _ in
+            _ = try? db.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(v) VALUES('other')") }
+        }
+        #expect(try count() == 1)
+        // This thread writes: the read after it sees it.
+        try db.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(v) VALUES('mine')") }
+        #expect(try count() == 2)
+        db.releaseReads()
+        #expect(try autocommit() == true)
+        #expect(try count() == 2)
+        db.releaseReads()   // idempotent
+    }
+
     @Test func concurrentWritersAreSerialised() throws {
         try f.database.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(id, v) VALUES(1, 'c')") }
         let db = f.database

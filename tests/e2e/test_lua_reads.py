@@ -50,6 +50,15 @@ cloud.define("readOwnWrite", function(req)
   end)
 end)
 
+-- Reads before and after a write in one call (no db.transaction): the write is seen.
+cloud.define("readWriteRead", function(req)
+  local before = db.first("Row", {name = req.params.name})
+  db.create("Row", {name = req.params.name})
+  local after = db.first("Row", {name = req.params.name})
+  local all = db.find("Row", {name = req.params.name})
+  return {before = before == nil, after = after ~= nil, count = #all}
+end)
+
 cloud.afterFind("Secret", function(req)
   local out = {}
   for _, o in ipairs(req.objects) do
@@ -167,3 +176,14 @@ def test_reads_inside_a_transaction_see_its_writes(srv):
     r = call(srv, "readOwnWrite", {})
     assert r.status_code == 200, r.text
     assert r.json()["result"] == {"found": True}
+
+
+def test_reads_after_a_write_in_the_same_call_see_it(srv):
+    for i in range(3):
+        r = call(srv, "readWriteRead", {"name": f"rwr{i}"})
+        assert r.status_code == 200, r.text
+        assert r.json()["result"] == {"before": True, "after": True, "count": 1}
+    # Writes by other requests between calls are seen by the next call's reads.
+    create(srv, "Row", {"name": "between"})
+    r = call(srv, "first", {"class": "Row", "where": {"name": "between"}})
+    assert r.json()["result"]["name"] == "between"

@@ -26,6 +26,8 @@ struct LuaHost: CloudHostAPI {
         }
     }
 
+    func callEnded(_ ctx: LuaCallContext) { service.objects.store.releaseReads() }
+
     func answer(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> HostAnswer {
         switch namespace {
         case "db": return try db(name, args, ctx)
@@ -72,6 +74,12 @@ struct LuaHost: CloudHostAPI {
             })
         }
         let className = try string(args, 0, "class name")
+        switch name {
+        case "get", "find", "first", "count", "distinct":
+            // A call's reads share one read transaction while nothing commits (callEnded ends it).
+            objects.store.holdReads()
+        default: break
+        }
         switch name {
         case "get":
             let id = try string(args, 1, "objectId")

@@ -21,9 +21,14 @@ public protocol CloudHostAPI: Sendable {
     /// (objects read from the store cross once, as their stored text, instead of being parsed
     /// into a value and encoded again). The default answers `call`'s value.
     func answer(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> HostAnswer
+    /// The outermost call on this thread ended (returned, failed, was killed, or suspended to
+    /// finish on another thread): per-call state the host keeps for the thread ends here.
+    func callEnded(_ ctx: LuaCallContext)
 }
 
 extension CloudHostAPI {
+    public func callEnded(_ ctx: LuaCallContext) {}
+
     public func answer(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> HostAnswer {
         .value(try call(namespace, name, args, ctx))
     }

@@ -54,6 +54,12 @@ public protocol DocumentStore: Sendable {
     /// (none applies) and the class permission is checked here: a caller not allowed every
     /// object gets nil.
     func findEqual(_ className: String, _ equal: JSONObject, limit: Int, identity: Identity) throws(ParseError) -> FindResult?
+    /// From now until `releaseReads`, the calling thread's reads may share one read transaction
+    /// (a run of reads by one Cloud Code call); a write on the thread ends it first, so later
+    /// reads see the write. Stores without such a cost ignore it.
+    func holdReads()
+    /// Ends `holdReads` on the calling thread.
+    func releaseReads()
     /// How many objects of `className` match `where` that `identity` may read.
     func count(_ className: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> Int
     /// The distinct values of `field` among the matching objects `identity` may read.
@@ -111,4 +117,6 @@ extension DocumentStore {
     public func findEqual(_ className: String, _ equal: JSONObject, limit: Int, identity: Identity) throws(ParseError) -> FindResult? {
         nil
     }
+    public func holdReads() {}
+    public func releaseReads() {}
 }

@@ -106,6 +106,9 @@ public final class SQLiteDocumentStore: DocumentStore {
         }
     }
 
+    public func holdReads() { database.holdReads() }
+    public func releaseReads() { database.releaseReads() }
+
     public func count(_ className: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> Int {
         let queries = self.queries
         return try database.read { (c) throws(ParseError) -> Int in
