@@ -26,44 +26,59 @@ final class EqualityFinds: Sendable {
         case general
     }
 
-    private let plans = Mutex<[String: Plan]>([:])
-    /// Shapes kept at most (cleared when full: shapes come from code, not from data).
-    static let maxPlans = 512
+    /// One shape of a class: its field names in order, each field's code (declared type and
+    /// value kind, a byte each, packed), the caller's ACL condition.
+    struct Shape: Sendable {
+        let fields: [String]
+        let codes: UInt64
+        let acl: String
+        let plan: Plan
+    }
+
+    /// Shapes by class name (no key text is built per query: a class holds a few shapes, scanned).
+    private let shapes = Mutex<[String: [Shape]]>([:])
+    /// Shapes kept at most per class, and classes (cleared when full: shapes come from code).
+    static let maxShapesPerClass = 64
+    static let maxClasses = 512
+    /// Fields of a where this path takes at most (their codes are packed in 64 bits).
+    static let maxFields = 8
 
     /// The answer of `find(q)` for `where = equal`, `limit`, no other option, or nil when this
     /// path does not apply. `schema` is the class's schema as the calling thread sees it; the
     /// caller has checked that class permissions allow `identity` every object (`.allowed`).
     func find(_ schema: ClassSchema, _ equal: JSONObject, limit: Int, identity: Identity,
               on conn: Connection) throws(ParseError) -> FindResult? {
-        guard limit > 0, RowSerializer.canSplice(schema.className) else { return nil }
-        var key = schema.className
+        guard limit > 0, equal.count <= Self.maxFields, RowSerializer.canSplice(schema.className) else { return nil }
+        var codes: UInt64 = 0
         var binds: [SQLiteValue] = []
         binds.reserveCapacity(equal.count + 2)
         for e in equal.entries {
-            guard let (typeCode, bind) = Self.scalar(e.key, e.value, schema) else { return nil }
-            key.append("\u{1}")
-            key.append(e.key)
-            key.append(typeCode)
+            guard let (code, bind) = Self.scalar(e.key, e.value, schema) else { return nil }
+            codes = codes << 8 | UInt64(code)
             binds.append(bind)
         }
         let acl = SelectBuilder.aclFilter(identity)
-        key.append("\u{2}")
-        if let acl {
-            key.append(acl.sql)
-            binds.append(contentsOf: acl.binds)
-        }
+        let aclSQL = acl?.sql ?? ""
+        if let acl { binds.append(contentsOf: acl.binds) }
         binds.append(.integer(Int64(limit)))
         binds.append(.integer(0))
+        let known = shapes.withLock { all -> Plan? in
+            guard let list = all[schema.className] else { return nil }
+            for shape in list where shape.codes == codes && shape.acl == aclSQL && shape.fields.count == equal.count {
+                var same = true
+                for (i, e) in equal.entries.enumerated() where shape.fields[i] != e.key { same = false; break }
+                if same { return shape.plan }
+            }
+            return nil
+        }
         let sql: String
-        switch plans.withLock({ $0[key] }) {
+        switch known {
         case .sql(let s)?: sql = s
         case .general?: return nil
         case nil:
-            guard let s = try Self.compile(schema, equal, limit: limit, acl: acl, expecting: binds) else {
-                remember(key, .general)
-                return nil
-            }
-            remember(key, .sql(s))
+            let s = try Self.compile(schema, equal, limit: limit, acl: acl, expecting: binds)
+            remember(schema.className, Shape(fields: equal.entries.map(\.key), codes: codes, acl: aclSQL, plan: s.map { .sql($0) } ?? .general))
+            guard let s else { return nil }
             sql = s
         }
         var w = JSONWriter(capacity: 1024)
@@ -78,36 +93,40 @@ final class EqualityFinds: Sendable {
         return FindResult(results: w.bytes, resultCount: n, count: nil)
     }
 
-    private func remember(_ key: String, _ plan: Plan) {
-        plans.withLock { all in
-            if all.count >= Self.maxPlans { all.removeAll(keepingCapacity: true) }
-            all[key] = plan
+    private func remember(_ className: String, _ shape: Shape) {
+        shapes.withLock { all in
+            if all[className] == nil && all.count >= Self.maxClasses { all.removeAll(keepingCapacity: true) }
+            var list = all[className] ?? []
+            if list.count >= Self.maxShapesPerClass { list.removeAll() }
+            list.append(shape)
+            all[className] = list
         }
     }
 
-    /// The key code and the bind of `field = value` for the scalars this path takes, mirroring
-    /// `QueryCompiler.operand` for them (the first query of a shape checks the mirror).
-    static func scalar(_ field: String, _ value: JSONValue, _ schema: ClassSchema) -> (String, SQLiteValue)? {
+    /// The code and the bind of `field = value` for the scalars this path takes, mirroring
+    /// `QueryCompiler.operand` for them (the first query of a shape checks the mirror). The code
+    /// is the field's declared type (high nibble) and the value's JSON kind (low nibble).
+    static func scalar(_ field: String, _ value: JSONValue, _ schema: ClassSchema) -> (UInt8, SQLiteValue)? {
         if field.utf8.first == UInt8(ascii: "$") { return nil }
-        let type: String
+        let type: UInt8
         switch field {
-        case "objectId": type = "i"
+        case "objectId": type = 1
         case "createdAt", "updatedAt", "ACL": return nil
         default:
             switch schema.fields[field]?.type {
-            case nil: type = field.utf8.contains(UInt8(ascii: ".")) ? "p" : "u"
-            case .string?: type = "s"
-            case .number?: type = "n"
-            case .boolean?: type = "b"
-            case .object?: type = "o"
+            case nil: type = field.utf8.contains(UInt8(ascii: ".")) ? 2 : 3
+            case .string?: type = 4
+            case .number?: type = 5
+            case .boolean?: type = 6
+            case .object?: type = 7
             default: return nil
             }
         }
         switch value {
-        case .string(let s): return (type + "S", .text(s))
-        case .int(let i): return (type + "I", .integer(i))
-        case .double(let d): return (type + "D", .real(d))
-        case .bool(let b): return (type + "B", .integer(b ? 1 : 0))
+        case .string(let s): return (type << 4 | 1, .text(s))
+        case .int(let i): return (type << 4 | 2, .integer(i))
+        case .double(let d): return (type << 4 | 3, .real(d))
+        case .bool(let b): return (type << 4 | 4, .integer(b ? 1 : 0))
         default: return nil
         }
     }
