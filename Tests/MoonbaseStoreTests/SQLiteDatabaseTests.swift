@@ -192,6 +192,25 @@ struct SQLiteDatabaseTests {
         try f.database.checkpoint()
     }
 
+    /// A statement found by its plan number answers like the one found by its text, again and
+    /// again, and a re-entrant use of the same plan gets its own statement.
+    @Test func statementsFoundByPlanNumberAnswerAsByText() throws {
+        try f.database.write { (tx) throws(ParseError) in
+            for i in 0..<3 { try tx.connection.run("INSERT INTO t(v) VALUES(?)", [.text("p\(i)")]) }
+            let sql = "SELECT v FROM t WHERE v >= ? ORDER BY id"
+            for _ in 0..<3 {
+                var seen: [String] = []
+                try tx.connection.query(plan: 7, sql, [.text("p1")]) { (s) throws(ParseError) in
+                    seen.append(s.text(0) ?? "")
+                    var inner = 0
+                    try tx.connection.query(plan: 7, sql, [.text("p0")]) { (_) throws(ParseError) in inner += 1 }
+                    #expect(inner == 3)
+                }
+                #expect(seen == ["p1", "p2"])
+            }
+        }
+    }
+
     @Test func statementsAreCachedAndReentrantUseIsSafe() throws {
         try f.database.write { (tx) throws(ParseError) in
             for i in 0..<3 { try tx.connection.run("INSERT INTO t(v) VALUES(?)", [.text("r\(i)")]) }

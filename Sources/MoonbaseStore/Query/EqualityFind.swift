@@ -22,9 +22,11 @@ import Synchronization
 final class EqualityFinds: Sendable {
     /// A cached statement, or a shape the general path must answer.
     enum Plan: Sendable {
-        case sql(String)
+        /// The statement, and its number for `Connection.query(plan:)`.
+        case sql(String, Int)
         case general
     }
+    private let planNumbers = Atomic<Int>(0)
 
     /// One shape of a class: its field names in order, each field's code (declared type and
     /// value kind, a byte each, packed), the caller's ACL condition.
@@ -72,19 +74,21 @@ final class EqualityFinds: Sendable {
             return nil
         }
         let sql: String
+        let number: Int
         switch known {
-        case .sql(let s)?: sql = s
+        case .sql(let s, let k)?: (sql, number) = (s, k)
         case .general?: return nil
         case nil:
             let s = try Self.compile(schema, equal, limit: limit, acl: acl, expecting: binds)
-            remember(schema.className, Shape(fields: equal.entries.map(\.key), codes: codes, acl: aclSQL, plan: s.map { .sql($0) } ?? .general))
+            let k = planNumbers.add(1, ordering: .relaxed).newValue
+            remember(schema.className, Shape(fields: equal.entries.map(\.key), codes: codes, acl: aclSQL, plan: s.map { .sql($0, k) } ?? .general))
             guard let s else { return nil }
-            sql = s
+            (sql, number) = (s, k)
         }
         var w = JSONWriter(capacity: 1024)
         var n = 0
         w.byte(UInt8(ascii: "["))
-        try conn.query(sql, binds) { (s) throws(ParseError) in
+        try conn.query(plan: number, sql, binds) { (s) throws(ParseError) in
             if n > 0 { w.byte(UInt8(ascii: ",")) }
             RowSerializer.writeSpliced(s, into: &w)
             n += 1
