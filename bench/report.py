@@ -268,6 +268,16 @@ def main():
         add(f"| accounting: W1 on {fmt(ron)} req/s, {fmt(con, 1)} µs/req; off {fmt(roff)} req/s, {fmt(coff, 1)} µs/req "
             f"(medians of {len(on)} alternated reps) | {dc:+.1f}% CPU/req, {dr:+.1f}% req/s (on vs off) "
             f"| < 5% apart | {yes(abs(dc) < 5)} (CPU/req; req/s {'within' if abs(dr) < 5 else 'outside'} 5%) |")
+    i1 = f"{d}/moonbase/i1.json"
+    if os.path.exists(i1):
+        j = json.load(open(i1))
+        p99 = j.get("p99_ms")
+        kinds = ", ".join(f"{k} {v['p99_ms']}" for k, v in j.get("by_kind", {}).items())
+        ok = p99 is not None and p99 < 5 and j.get("error_count") == 0
+        add(f"| I1 isolation: {j['spinners']} scripts spinning at their 300 ms limit ({j['workers']} workers, "
+            f"{fmt(j['spins_answered'])} spins answered, {fmt(j['spins_141'])} with 141); a light load of "
+            f"{fmt(j['requests'])} REST reads, writes and Lua calls, {fmt(j['error_count'])} errors | p50 {fmt(j['p50_ms'], 2)} ms, "
+            f"**p99 {fmt(p99, 2)} ms** (by kind p99 ms: {kinds}), max {fmt(j['max_ms'], 1)} ms | p99 < 5 ms | {yes(ok)} |")
     add("")
     prof = [(w, name) for w, name in PROFILED
             if os.path.exists(f"{d}/perf/{w}-dso.txt") or os.path.exists(f"{d}/perf/{w}-error.txt")]

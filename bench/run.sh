@@ -10,12 +10,13 @@
 # API), PocketBase (log on) W1/W2, nginx + Lua W1/W2; Moonbase (its defaults: request log on) W1
 # (route, function, 10 indexed reads), W3, W3s, W5, W2 on one process (RssAnon idle and after), with
 # a `perf` profile of W1 and W2 (one extra run each); W1 with accounting on vs off (two fresh
-# processes, reps alternated); W6 cleanup (profiled); R1/R2.
+# processes, reps alternated); W6 cleanup (profiled); R1/R2; I1 isolation.
 #
 # Env (defaults in brackets):
 #   DURATION [10s] WARMUP [3s] REPEAT [3] THREADS [1] CONNS [32] W5_CONNS [8]   wrk settings
 #   QUIET_PCT [15] QUIET_WAIT [5] NOISE_PCT [25] NOISE_RETRIES [2]   quiet-box wait / noisy-run retry
 #   POSTS [100000] POSTS_W5 [1000000] POSTS_W6 [100000]   data set sizes
+#   SKIP_ISOLATION=1  skip I1 (light load beside scripts spinning on every worker)
 #   SKIP_REALTIME=1  skip R1/R2 (LiveQuery WebSockets; R1_CONNS [10000], R2_SUBS [1000])
 #   MOONBASE_BIN   a prebuilt binary (skips the release build); BENCH_SCRATCH: --scratch-path for it
 #   SKIP_SETUP=1   do not run the peers' setup.sh;  SKIP_PEERS=1  Moonbase only (no ratios)
@@ -306,6 +307,13 @@ if [ "${SKIP_REALTIME:-0}" != 1 ]; then
   log "R2: one write matched by 1,000 subscribers"
   (cd "$HERE/realtime" && MOONBASE_BIN="$MOONBASE_BIN" "$PY" r2_fanout.py --subscribers "${R2_SUBS:-1000}" \
      --peer "${R2_PEER:-pocketbase}" --out "$OUT/moonbase/r2.json") || log "R2 failed"
+fi
+
+# --- 6c. I1: isolation (light load while scripts spin on every worker) ------------------------
+if [ "${SKIP_ISOLATION:-0}" != 1 ]; then
+  wait_quiet
+  log "I1: light load while as many scripts spin at their limit as there are workers"
+  MOONBASE_BIN="$MOONBASE_BIN" python3 "$HERE/isolation/i1_spinning.py" --out "$OUT/moonbase/i1.json" >&2 || log "I1 failed"
 fi
 
 # --- 7. report ---------------------------------------------------------------------------------

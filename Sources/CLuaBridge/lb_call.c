@@ -414,6 +414,38 @@ static int lb_trampoline(lua_State *L) {
     return host_call(L);
 }
 
+/* Sets t.className = tag on the table at the top of the stack unless it has that field. */
+static void tag_one(lua_State *L, const char *tag, size_t tagn) {
+    lua_pushliteral(L, "className");
+    if (lua_rawget(L, -2) != LUA_TNIL) { lua_pop(L, 1); return; }
+    lua_pop(L, 1);
+    lua_pushliteral(L, "className");
+    lua_pushlstring(L, tag, tagn);
+    lua_rawset(L, -3);
+}
+
+/* Tags the value at the top of the stack as the host's LuaObjects.tagged does: an object gets
+ * `className` unless it has one; an array (decoded arrays carry the array marker metatable) has
+ * each of its elements tagged, at any depth; other values are left alone. The decoder bounds the
+ * nesting (MAX_DEPTH), so the recursion is bounded too. */
+static void tag_value(lua_State *L, const char *tag, size_t tagn) {
+    if (!lua_istable(L, -1)) return;
+    luaL_checkstack(L, 4, "tag");
+    int is_array = 0;
+    if (lua_getmetatable(L, -1)) {
+        lua_rawgetp(L, LUA_REGISTRYINDEX, &lb_key_array_mt);
+        is_array = lua_rawequal(L, -1, -2);
+        lua_pop(L, 2);
+    }
+    if (!is_array) { tag_one(L, tag, tagn); return; }
+    lua_Integer len = (lua_Integer)lua_rawlen(L, -1);
+    for (lua_Integer k = 1; k <= len; k++) {
+        lua_rawgeti(L, -1, k);
+        tag_value(L, tag, tagn);
+        lua_pop(L, 1);
+    }
+}
+
 static int host_call(lua_State *L) {
     lb_vm *vm = lb_from(L);
     int64_t fnid = lua_tointeger(L, lua_upvalueindex(1));
@@ -478,7 +510,10 @@ static int host_call(lua_State *L) {
     case LB_INT: lua_pushinteger(L, (lua_Integer)out.integer); break;
     case LB_NUM: lua_pushnumber(L, out.number); break;
     case LB_STR: lua_pushlstring(L, out.buf ? out.buf : "", out.len); break;
-    case LB_JSON: lb_json_decode(L, out.buf ? out.buf : "null", out.buf ? out.len : 4); break;
+    case LB_JSON:
+        lb_json_decode(L, out.buf ? out.buf : "null", out.buf ? out.len : 4);
+        if (out.buf && out.tag_len) tag_value(L, out.buf + out.len + 1, out.tag_len);
+        break;
     case LB_NULL: lua_pushlightuserdata(L, NULL); break;
     default: lua_pushnil(L);
     }
@@ -550,7 +585,7 @@ int lb_register(lb_vm *vm, const char *ns, const char *name, int64_t fnid) {
 
 /* ---------------------------------------------------------------- host outputs */
 
-static void out_reset(lb_out *o) { free(o->buf); o->buf = NULL; o->len = 0; }
+static void out_reset(lb_out *o) { free(o->buf); o->buf = NULL; o->len = 0; o->tag_len = 0; }
 
 static void out_bytes(lb_out *o, const char *s, size_t n) {
     out_reset(o);
@@ -567,6 +602,20 @@ void lb_out_int(lb_out *o, int64_t v) { out_reset(o); o->type = LB_INT; o->integ
 void lb_out_num(lb_out *o, double v) { out_reset(o); o->type = LB_NUM; o->number = v; }
 void lb_out_str(lb_out *o, const char *s, size_t n) { out_bytes(o, s, n); o->type = LB_STR; }
 void lb_out_json(lb_out *o, const char *s, size_t n) { out_bytes(o, s, n); o->type = LB_JSON; }
+void lb_out_json_tagged(lb_out *o, const char *s, size_t n, const char *tag, size_t tagn) {
+    /* One buffer: the text, its NUL, the tag, its NUL (freed together as vm->pending). */
+    out_reset(o);
+    o->type = LB_JSON;
+    o->tag_len = 0;
+    o->buf = malloc(n + tagn + 2);
+    if (!o->buf) { o->type = LB_NIL; return; }
+    memcpy(o->buf, s, n);
+    o->buf[n] = 0;
+    memcpy(o->buf + n + 1, tag, tagn);
+    o->buf[n + 1 + tagn] = 0;
+    o->len = n;
+    o->tag_len = tagn;
+}
 int lb_out_error(lb_out *o, int32_t code, const char *msg, size_t n) {
     out_bytes(o, msg, n);
     o->code = code;

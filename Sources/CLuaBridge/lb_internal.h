@@ -94,6 +94,7 @@ struct lb_out {
     size_t len;
     int32_t code;
     int32_t kill;
+    size_t tag_len;   /* LB_JSON: > 0 when buf holds a className after the text and its NUL */
 };
 
 /* registry keys (light userdata addresses) */

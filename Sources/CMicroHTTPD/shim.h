@@ -9,7 +9,10 @@
 #include <arpa/inet.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
+#include <errno.h>
 #include <linux/futex.h>
 #include <microhttpd.h>
 
@@ -190,7 +193,33 @@ static inline void mb_parker_wake(uint32_t *w) {
     }
 }
 
+/** The calling thread's kernel thread id (for per-thread scheduling calls). */
+static inline int32_t mb_gettid(void) { return (int32_t)syscall(SYS_gettid); }
+
+/** Sets one thread's nice value (on Linux, PRIO_PROCESS with a thread id names that thread
+ * alone). Returns 0 or the errno: an unprivileged process may raise a nice value but not lower it
+ * again (EACCES/EPERM) unless RLIMIT_NICE allows it. */
+static inline int mb_set_thread_nice(int32_t tid, int nice) {
+    return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
+}
+
+/** The calling thread's nice value. */
+static inline int mb_thread_nice(void) {
+    errno = 0;
+    return getpriority(PRIO_PROCESS, (id_t)mb_gettid());
+}
+
 /** Hands an upgraded socket back to libmicrohttpd, which closes it (MHD_upgrade_action is variadic). */
 static inline enum MHD_Result mb_mhd_upgrade_close(struct MHD_UpgradeResponseHandle *urh) {
     return MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+}
+
+/** A close-on-exec duplicate of an upgraded socket's descriptor, or -1 (errno set).
+ * libmicrohttpd keeps an upgraded connection, with its whole per-connection memory pool, until
+ * the upgrade handle is closed. Without TLS, closing the handle makes it only close(2) its own
+ * descriptor (no shutdown(2), and the connection left its epoll set when it was suspended for
+ * the upgrade), so a duplicate taken first keeps the socket open for its new owner while
+ * libmicrohttpd frees the connection at once. */
+static inline int mb_dup_cloexec(int fd) {
+    return fcntl(fd, F_DUPFD_CLOEXEC, 0);
 }

@@ -25,9 +25,12 @@ public struct HostConfig: Sendable {
     /// Lowest level logged (`--log-level`, `MOONBASE_LOG_LEVEL`); request lines are `info`.
     public var logLevel: LogLevel = .info
     public var workers = 2 * HostConfig.cores
-    /// `--max-workers`: the pool may grow to this many while every
-    /// worker is on a long call and requests wait (0 = fixed at `workers`).
-    public var maxWorkers = 0
+    /// `--max-workers` / `MOONBASE_MAX_WORKERS`: the pool may grow to this many while every
+    /// worker is on a long call and requests wait (0 = fixed at `workers`; nil = twice
+    /// `workers`, so scripts spinning on every worker cannot hold back other requests).
+    public var maxWorkers: Int?
+    /// The pool's cap: `maxWorkers`, or twice `workers` when it is not set.
+    public var effectiveMaxWorkers: Int { maxWorkers ?? 2 * workers }
     public var ioThreads = HostConfig.cores
     public var metricsRequireMaster = false
     public var quotaMonthlyRequests = 0
@@ -127,6 +130,7 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_LUA_MAX_VM_MEMORY_MB") { c.luaMaxVMMemoryMB = v }
         if let v = try int("MOONBASE_MAX_RESPONSE_MB") { c.maxResponseMB = v }
         if let v = try int("MOONBASE_WORKERS"), v > 0 { c.workers = v }
+        if let v = try int("MOONBASE_MAX_WORKERS"), v >= 0 { c.maxWorkers = v }
         if let v = try int("MOONBASE_IO_THREADS"), v > 0 { c.ioThreads = v }
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }

@@ -5,6 +5,15 @@
 public enum ISO8601 {
     /// Formats milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
     public static func format(millis: Int64) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(24)
+        append(millis: millis, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the 24 bytes of `format(millis:)` to `out` (rows serialised straight into a
+    /// response buffer: no intermediate string or array per date).
+    public static func append(millis: Int64, to out: inout [UInt8]) {
         var ms = millis % 1000
         var secs = millis / 1000
         if ms < 0 { ms += 1000; secs -= 1 }
@@ -13,18 +22,18 @@ public enum ISO8601 {
         if rem < 0 { rem += 86400; days -= 1 }
         let (y, m, d) = civil(fromDays: days)
         let hh = rem / 3600, mm = (rem % 3600) / 60, ss = rem % 60
-        var out = [UInt8]()
-        out.reserveCapacity(24)
-        func put(_ v: Int64, _ width: Int) {
-            var digits = [UInt8](repeating: 48, count: width)
+        @inline(__always) func digits(_ v: Int64, _ width: Int, _ p: UnsafeMutablePointer<UInt8>) {
             var x = v
             var i = width - 1
-            while i >= 0 { digits[i] = UInt8(48 + x % 10); x /= 10; i -= 1 }
-            out.append(contentsOf: digits)
+            while i >= 0 { p[i] = UInt8(truncatingIfNeeded: 48 + x % 10); x /= 10; i -= 1 }
         }
-        put(y, 4); out.append(45); put(m, 2); out.append(45); put(d, 2); out.append(84)
-        put(hh, 2); out.append(58); put(mm, 2); out.append(58); put(ss, 2); out.append(46); put(ms, 3); out.append(90)
-        return String(decoding: out, as: UTF8.self)
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { buf in
+            let p = buf.baseAddress!
+            digits(y, 4, p); p[4] = 45; digits(m, 2, p + 5); p[7] = 45; digits(d, 2, p + 8); p[10] = 84
+            digits(hh, 2, p + 11); p[13] = 58; digits(mm, 2, p + 14); p[16] = 58; digits(ss, 2, p + 17)
+            p[19] = 46; digits(ms, 3, p + 20); p[23] = 90
+            out.append(contentsOf: UnsafeBufferPointer(buf))
+        }
     }
 
     /// Parses `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS[.fff…]]` with `Z` or `±HH:MM`, or without a zone (UTC).

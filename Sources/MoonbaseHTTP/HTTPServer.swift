@@ -83,8 +83,9 @@ public final class HTTPServer: Sendable {
             o.host = cfg.host.isEmpty ? nil : host
             o.port = UInt16(cfg.port)
             o.thread_pool = UInt32(max(1, cfg.ioThreads))
-            // Upgraded sockets stay libmicrohttpd connections: room for them on top of the HTTP
-            // cap, which the accept policy enforces for plain connections (per address too).
+            // The accept policy enforces the HTTP cap on plain connections (per address too);
+            // upgraded sockets leave libmicrohttpd right after their 101, and the room on top
+            // covers connections between the upgrade decision and that hand-off.
             o.connection_limit = UInt32(max(1, cfg.maxConnections)
                 + (core.upgrader != nil ? max(0, cfg.maxUpgradedConnections) : 0))
             o.per_ip_limit = core.upgrader != nil ? 0 : UInt32(cfg.effectivePerIPLimit)

@@ -86,7 +86,7 @@ enum ServeCommand {
                 maxConnectionsPerIP: c.maxConnectionsPerIP, jobLimitMillis: c.luaTimeoutMs,
                 stuckGraceMillis: c.workerStuckGraceMs)
             httpConfig.maxUpgradedConnections = live.config.maxConnections
-            httpConfig.maxWorkers = c.maxWorkers
+            httpConfig.maxWorkers = c.effectiveMaxWorkers
             server = try HTTPServer(config: httpConfig, handler: host.api, upgrader: live)
             live.attach(server)
             // Runs a crash left `running` are failed before the first request can read them.

@@ -65,10 +65,21 @@ public final class WebSocketLoop: @unchecked Sendable {
         }
     }
 
-    /// Adopts an upgraded socket (any thread).
+    /// Adopts an upgraded socket (any thread). Once the loop is stopping the socket is closed
+    /// here instead (a 101 sent just before shutdown): the socket is ours, nothing else would.
     func add(_ c: WebSocketConnection) {
         c.loop = self
-        inbox.withLock { $0.added.append(c) }
+        let taken = inbox.withLock { b -> Bool in
+            if b.stopping { return false }
+            b.added.append(c)
+            return true
+        }
+        guard taken else {
+            c.tearDown()
+            c.socket.close()
+            delegate?.closed(c)
+            return
+        }
         wake()
     }
 
@@ -104,8 +115,13 @@ public final class WebSocketLoop: @unchecked Sendable {
                 for i in 0..<Int(n) {
                     let ev = events[i]
                     if ev.token == 0 {
-                        wakePending.store(false, ordering: .releasing)
+                        // Drain first, then re-arm: the other order loses a wake-up that lands
+                        // between the two (its signal drained while the flag stays set), after
+                        // which no `wake()` signals again and queued sends wait for the next
+                        // tick (up to a second). The inbox is read below, after re-arming, so
+                        // a sender that saw the flag still set is picked up in this turn.
                         mb_eventfd_drain(wakeFD)
+                        wakePending.store(false, ordering: .sequentiallyConsistent)
                         continue
                     }
                     guard let c = connections[ev.token] else { continue }
@@ -206,8 +222,8 @@ public final class WebSocketLoop: @unchecked Sendable {
     }
 
     private func tick(_ now: UInt64) {
-        // Each connection leaves ~30 KiB of freed heap (libmicrohttpd's pool, wslay's buffers)
-        // that malloc keeps; after a wave of disconnects give the pages back to the system.
+        // Each connection leaves ~10 KiB of freed heap (wslay's buffers, our state) that malloc
+        // keeps; after a wave of disconnects give the pages back to the system.
         if closedSinceTrim >= 64 {
             closedSinceTrim = 0
             mb_malloc_trim()

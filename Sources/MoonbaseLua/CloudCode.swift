@@ -7,6 +7,17 @@ public struct Generation: Sendable {
     public let id: Int
     public let sources: [(file: String, text: String)]
     public let registry: CloudRegistry
+    /// The classes with an `afterFind` trigger: every read asks, so the answer is a set lookup
+    /// instead of a key string built per read.
+    let afterFindClasses: Set<String>
+
+    init(id: Int, sources: [(file: String, text: String)], registry: CloudRegistry) {
+        self.id = id
+        self.sources = sources
+        self.registry = registry
+        let prefix = CloudRegistry.triggerKey(.afterFind, "")
+        afterFindClasses = Set(registry.triggers.keys.filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) })
+    }
 }
 
 /// Cloud Code's generations and hot reload: loads a set of sources into a fresh VM, and when the
@@ -54,6 +65,14 @@ public final class CloudCode: Sendable {
 
     public var generation: Generation { current.withLock { $0 } }
     public var registry: CloudRegistry { generation.registry }
+
+    /// Whether the current generation has a `kind` trigger on `className` (without copying the
+    /// generation out of its lock).
+    public func hasTrigger(_ kind: CloudTriggerKind, _ className: String) -> Bool {
+        current.withLock { g in
+            kind == .afterFind ? g.afterFindClasses.contains(className) : g.registry.trigger(kind, className) != nil
+        }
+    }
     /// The files the last load refused, with their errors (`file:line: message`).
     public var loadErrors: [String: String] { errors.withLock { $0 } }
 

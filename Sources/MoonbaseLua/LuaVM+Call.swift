@@ -93,7 +93,7 @@ extension LuaVM {
             }
         }
         contexts.append(context)
-        defer { contexts.removeLast() }
+        defer { popContext(context) }
         var res = lb_result()
         defer { lb_result_free(&res) }
         let fieldC = field.map { strdup($0)! }
@@ -119,11 +119,17 @@ extension LuaVM {
         pendingRef = nil
         JobWatch.noteLimit(millis: context.limits.timeoutMs)
         contexts.append(context)
-        defer { contexts.removeLast() }
+        defer { popContext(context) }
         var res = lb_result()
         defer { lb_result_free(&res) }
         lb_resume_call(handle, &res)
         return try decodeResult(&res, context: context)
+    }
+
+    /// Ends a call's context; the host hears when the outermost call on this thread ends.
+    func popContext(_ context: LuaCallContext) {
+        contexts.removeLast()
+        if contexts.isEmpty { host?.callEnded(context) }
     }
 
     func decodeResult(_ res: inout lb_result, context: LuaCallContext) throws(ParseError) -> JSONValue {

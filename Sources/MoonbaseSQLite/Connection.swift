@@ -26,6 +26,8 @@ public final class Connection {
     /// Path of the database file.
     public let path: String
     private var cache: [String: Statement] = [:]
+    /// The same statements found by a number the caller gives their SQL text (`query(plan:)`).
+    private var byPlan: [Int: Statement] = [:]
     private var isClosed = false
     /// Statement cache bound: dynamic query SQL must not grow it without limit.
     static let maxCachedStatements = 256
@@ -68,6 +70,7 @@ public final class Connection {
         if isClosed { return }
         isClosed = true
         cache.removeAll()
+        byPlan.removeAll()
         sqlite3_close_v2(handle)
     }
 
@@ -133,6 +136,26 @@ public final class Connection {
             try s.bind(binds)
             while try s.step() { try row(s) }
         }
+    }
+
+    /// `query(sql, binds, row:)` with the cached statement found by `plan`, a number the caller
+    /// gives this SQL text for good (a hot query skips hashing its text on every run).
+    public func query(plan: Int, _ sql: String, _ binds: [SQLiteValue], row: (Statement) throws(ParseError) -> Void) throws(ParseError) {
+        guard let stmt = byPlan[plan], !stmt.inUse else {
+            try query(sql, binds, row: row)
+            if let s = cache[sql] {
+                if byPlan.count >= Self.maxCachedStatements { byPlan.removeAll() }
+                byPlan[plan] = s
+            }
+            return
+        }
+        stmt.inUse = true
+        defer {
+            stmt.reset()
+            stmt.inUse = false
+        }
+        try stmt.bind(binds)
+        while try stmt.step() { try row(stmt) }
     }
 
     /// The first column of the first row, or nil when there is no row.

@@ -57,6 +57,9 @@ public final class Database: Sendable {
     private let readerRegistry = Mutex<[ReaderRef]>([])
     private let isClosed = Atomic<Bool>(false)
     private let contextSlot = Mutex<WeakContext>(WeakContext())
+    /// Write transactions committed so far (a held read transaction older than the last one is
+    /// replaced before the next read).
+    private let commits = Atomic<UInt64>(0)
 
     private static let serials = Atomic<Int>(0)
 
@@ -98,6 +101,7 @@ public final class Database: Sendable {
     public func write<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         let state = ThreadDatabaseState.current.value
         if let tx = state.transaction(for: serial) { return try tx.nested(body) }
+        endHeldRead(state)   // this thread's next read must see this write
         guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
         // Waiting for the writer is bounded by its own timeout: the worker pool's stuck-worker
         // backstop must not take a request queued behind other writers for a stuck one.
@@ -114,6 +118,7 @@ public final class Database: Sendable {
         do {
             let result = try body(tx)
             try conn.run("COMMIT")
+            commits.add(1, ordering: .releasing)   // held reads on other threads take a fresh snapshot
             StoreHealth.shared.writeSucceeded()
             tx.runCommitHooks()
             return result
@@ -136,16 +141,69 @@ public final class Database: Sendable {
     public func read<T>(_ body: (Connection) throws(ParseError) -> T) throws(ParseError) -> T {
         let state = ThreadDatabaseState.current.value
         if let tx = state.transaction(for: serial) { return try body(tx.connection) }
-        if let conn = state.reader(for: serial), !conn.closed { return try body(conn) }
-        guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
-        state.pruneClosedReaders()
-        let conn = try Connection(path: path, options: options.reader, functions: functions.withLock { $0 })
-        state.readers.append((serial, conn))
-        readerRegistry.withLock { regs in
-            regs.removeAll { $0.connection == nil }
-            regs.append(ReaderRef(conn))
+        let conn: Connection
+        if let c = state.reader(for: serial), !c.closed {
+            conn = c
+        } else {
+            guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
+            state.pruneClosedReaders()
+            conn = try Connection(path: path, options: options.reader, functions: functions.withLock { $0 })
+            state.readers.append((serial, conn))
+            readerRegistry.withLock { regs in
+                regs.removeAll { $0.connection == nil }
+                regs.append(ReaderRef(conn))
+            }
         }
+        if !state.heldReads.isEmpty && state.readDepth == 0 { try beginHeldRead(state, conn) }
+        state.readDepth += 1
+        defer { state.readDepth -= 1 }
         return try body(conn)
+    }
+
+    // MARK: Held reads
+
+    /// How long one held read transaction may serve at most (a safety net for writers this
+    /// process does not count, such as another process on the same file).
+    public static let heldReadMaxNanos: UInt64 = 20_000_000
+
+    /// From now until `releaseReads`, this thread's reads share one read transaction while no
+    /// write commits (SQLite starts one per statement otherwise: its WAL read lock taken and
+    /// dropped, with two `fcntl` calls, on every read). Meant for a run of reads by one caller (a
+    /// Cloud Code call). Each read still sees every write committed before it began: a commit
+    /// by any thread (counted in `commits`) makes the next held read take a fresh snapshot, and
+    /// a write on this thread ends the held transaction first. Idempotent.
+    public func holdReads() {
+        let state = ThreadDatabaseState.current.value
+        if !state.heldReads.contains(where: { $0.db == serial }) { state.heldReads.append((serial, 0, 0)) }
+    }
+
+    /// Ends what `holdReads` started: the read transaction (if one is open) ends now, and each
+    /// read runs on its own again. Idempotent.
+    public func releaseReads() {
+        guard let state = ThreadDatabaseState.current.existing, !state.heldReads.isEmpty else { return }
+        endHeldRead(state)
+        state.heldReads.removeAll { $0.db == serial }
+    }
+
+    /// Opens the held read transaction on `conn`, or replaces one that is too old.
+    private func beginHeldRead(_ state: ThreadDatabaseState, _ conn: Connection) throws(ParseError) {
+        guard let i = state.heldReads.firstIndex(where: { $0.db == serial }) else { return }
+        let committed = commits.load(ordering: .acquiring)
+        if !conn.isAutocommit {
+            let held = state.heldReads[i]
+            if held.began != 0 && held.commits == committed && monotonicNanos() - held.began < Self.heldReadMaxNanos { return }
+            try conn.run("COMMIT")   // a write committed since, too old, or left open: a fresh snapshot
+        }
+        try conn.run("BEGIN")
+        state.heldReads[i].began = monotonicNanos()
+        state.heldReads[i].commits = committed
+    }
+
+    /// Ends this thread's held read transaction on this database, if one is open.
+    private func endHeldRead(_ state: ThreadDatabaseState) {
+        guard let i = state.heldReads.firstIndex(where: { $0.db == serial }), state.heldReads[i].began != 0 else { return }
+        state.heldReads[i].began = 0
+        if let conn = state.reader(for: serial), !conn.closed, !conn.isAutocommit { _ = try? conn.run("COMMIT") }
     }
 
     // MARK: Maintenance

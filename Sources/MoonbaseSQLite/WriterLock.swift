@@ -41,6 +41,13 @@ final class WriterLock: @unchecked Sendable {
 final class ThreadDatabaseState {
     var transactions: [(db: Int, tx: WriteTransaction)] = []
     var readers: [(db: Int, conn: Connection)] = []
+    /// Databases whose reads on this thread share one read transaction (`Database.holdReads`),
+    /// with the monotonic time that transaction began (0: none open yet) and the database's
+    /// commit count when it began.
+    var heldReads: [(db: Int, began: UInt64, commits: UInt64)] = []
+    /// `Database.read` bodies running on this thread (a held read transaction is only replaced
+    /// between reads, never under a statement in progress).
+    var readDepth = 0
 
     func transaction(for db: Int) -> WriteTransaction? {
         for t in transactions where t.db == db { return t.tx }

@@ -10,9 +10,11 @@ private final class Tally: @unchecked Sendable {
     let cancelled = Atomic<Int>(0)
     let abandoned = Atomic<Int>(0)
     let workers = Mutex<Set<Int>>([])
+    /// Nice values seen by `NiceJob`s, in run order.
+    let nices = Mutex<[Int32]>([])
 
-    func waitForRuns(_ n: Int) -> Bool {
-        for _ in 0..<10_000 {
+    func waitForRuns(_ n: Int, millis: Int = 10_000) -> Bool {
+        for _ in 0..<millis {
             if ran.load(ordering: .relaxed) >= n { return true }
             usleep(1_000)
         }
@@ -32,6 +34,46 @@ private final class TallyJob: WorkItem, @unchecked Sendable {
     func run(workerIndex: Int) {
         gate?.pass()
         _ = tally.workers.withLock { $0.insert(workerIndex) }
+        tally.ran.add(1, ordering: .relaxed)
+    }
+    func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
+    func abandon(shuttingDown: Bool) { tally.abandoned.add(1, ordering: .relaxed) }
+}
+
+/// A job that sleeps for `micros`, then counts its run.
+private final class SleepJob: WorkItem, @unchecked Sendable {
+    // @unchecked: `tally` is thread-safe, `micros` immutable.
+    let tally: Tally
+    let micros: UInt32
+    init(_ tally: Tally, micros: UInt32) {
+        self.tally = tally
+        self.micros = micros
+    }
+    func run(workerIndex: Int) {
+        if micros > 0 { usleep(micros) }
+        tally.ran.add(1, ordering: .relaxed)
+    }
+    func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
+    func abandon(shuttingDown: Bool) { tally.abandoned.add(1, ordering: .relaxed) }
+}
+
+/// Records the nice value it runs at; with `waitForNice`, spins until its thread has that value
+/// (or 5 s pass) first.
+private final class NiceJob: WorkItem, @unchecked Sendable {
+    // @unchecked: `tally` is thread-safe, `waitForNice` immutable.
+    let tally: Tally
+    let waitForNice: Int32?
+    init(_ tally: Tally, waitForNice: Int32?) {
+        self.tally = tally
+        self.waitForNice = waitForNice
+    }
+    func run(workerIndex: Int) {
+        if let want = waitForNice {
+            let end = monotonicNanosForTest() + 5_000_000_000
+            while WorkerPool.currentThreadNice() != want && monotonicNanosForTest() < end {}
+        }
+        let nice = WorkerPool.currentThreadNice()
+        tally.nices.withLock { $0.append(nice) }
         tally.ran.add(1, ordering: .relaxed)
     }
     func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
@@ -112,6 +154,50 @@ struct WorkerPoolTests {
         #expect(pool.status().workers == 1)
         #expect(pool.submit(TallyJob(tally)))
         #expect(tally.waitForRuns(5))
+        pool.stop()
+    }
+
+    /// The monitor retires an idle extra worker by waking it, and counts that wake as a worker on
+    /// its way to the queue; a job submitted in that instant saw the wake pending and woke nobody.
+    /// The retiring worker must take such a job rather than leave it queued with idle workers
+    /// parked (before the fix the job waited for the next submit: a request unanswered for 30 s
+    /// once, in a run with the pool growing and shrinking around spinning scripts). Many
+    /// grow-and-retire rounds, with jobs submitted one at a time while each extra worker retires.
+    @Test func aRetiringWorkerNeverStrandsAJob() throws {
+        let pool = try WorkerPool(workers: 1, maxQueued: 64, maxWorkers: 2, extraIdleMillis: 1)
+        let tally = Tally()
+        var expected = 0
+        rounds: for _ in 0..<150 {
+            // A long job on the only worker and one behind it: the pool grows an extra worker.
+            #expect(pool.submit(SleepJob(tally, micros: 6_000)))
+            #expect(pool.submit(SleepJob(tally, micros: 0)))
+            expected += 2
+            // Then short jobs one after another while the extra worker goes idle and retires.
+            let end = monotonicNanosForTest() + 12_000_000
+            while monotonicNanosForTest() < end {
+                #expect(pool.submit(SleepJob(tally, micros: 0)))
+                expected += 1
+                guard tally.waitForRuns(expected, millis: 2_000) else {
+                    Issue.record("job \(expected) stayed queued for 2 s (\(tally.ran.load(ordering: .relaxed)) ran)")
+                    break rounds
+                }
+            }
+        }
+        pool.stop()
+    }
+
+    /// A growing pool lowers the CPU priority of a worker on a long job (so short requests go
+    /// first on a busy CPU) and the next job runs at the normal priority again (on the same
+    /// thread when the process may raise it back, on a fresh thread otherwise).
+    @Test func aLongJobRunsAtALowerPriorityAndTheNextJobDoesNot() throws {
+        let pool = try WorkerPool(workers: 1, maxQueued: 8, maxWorkers: 2)
+        let tally = Tally()
+        // Spins until the monitor has lowered its priority (or 5 s), then records its nice value.
+        #expect(pool.submit(NiceJob(tally, waitForNice: WorkerPool.longJobNice)))
+        #expect(tally.waitForRuns(1))
+        #expect(pool.submit(NiceJob(tally, waitForNice: nil)))
+        #expect(tally.waitForRuns(2))
+        #expect(tally.nices.withLock { $0 } == [WorkerPool.longJobNice, 0])
         pool.stop()
     }
 

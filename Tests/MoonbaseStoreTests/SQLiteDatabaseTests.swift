@@ -93,6 +93,30 @@ struct SQLiteDatabaseTests {
         #expect(try count() == 1)
     }
 
+    /// Held reads share one read transaction, yet every read sees each write committed before
+    /// it: this thread's own (the held transaction ends first) and other threads' (a commit
+    /// makes the next held read take a fresh snapshot).
+    @Test func heldReadsShareATransactionAndStillSeeEveryCommit() throws {
+        let db = f.database
+        func autocommit() throws -> Bool { try db.read { (c) throws(ParseError) -> Bool in c.isAutocommit } }
+        db.holdReads()
+        #expect(try count() == 0)
+        #expect(try autocommit() == false)   // the transaction stays open between reads
+        #expect(try count() == 0)
+        // Another thread commits: the next read here sees it.
+        runConcurrently(1) { _ in
+            _ = try? db.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(v) VALUES('other')") }
+        }
+        #expect(try count() == 1)
+        // This thread writes: the read after it sees it.
+        try db.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(v) VALUES('mine')") }
+        #expect(try count() == 2)
+        db.releaseReads()
+        #expect(try autocommit() == true)
+        #expect(try count() == 2)
+        db.releaseReads()   // idempotent
+    }
+
     @Test func concurrentWritersAreSerialised() throws {
         try f.database.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(id, v) VALUES(1, 'c')") }
         let db = f.database
@@ -194,6 +218,25 @@ struct SQLiteDatabaseTests {
         try fill("b")  // ordinary work: the commit checkpoints at 1000 pages again
         #expect(try fileSize() > afterBulk + 4_000_000)
         #expect(try count() == 3000)
+    }
+
+    /// A statement found by its plan number answers like the one found by its text, again and
+    /// again, and a re-entrant use of the same plan gets its own statement.
+    @Test func statementsFoundByPlanNumberAnswerAsByText() throws {
+        try f.database.write { (tx) throws(ParseError) in
+            for i in 0..<3 { try tx.connection.run("INSERT INTO t(v) VALUES(?)", [.text("p\(i)")]) }
+            let sql = "SELECT v FROM t WHERE v >= ? ORDER BY id"
+            for _ in 0..<3 {
+                var seen: [String] = []
+                try tx.connection.query(plan: 7, sql, [.text("p1")]) { (s) throws(ParseError) in
+                    seen.append(s.text(0) ?? "")
+                    var inner = 0
+                    try tx.connection.query(plan: 7, sql, [.text("p0")]) { (_) throws(ParseError) in inner += 1 }
+                    #expect(inner == 3)
+                }
+                #expect(seen == ["p1", "p2"])
+            }
+        }
     }
 
     @Test func statementsAreCachedAndReentrantUseIsSafe() throws {

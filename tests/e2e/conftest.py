@@ -128,7 +128,7 @@ def free_port():
 class Server:
     """One running `moonbase serve` process."""
 
-    def __init__(self, functions=None, cron=None, env=None, args=None, data=None):
+    def __init__(self, functions=None, cron=None, env=None, args=None, data=None, wrapper=None):
         self.tmp = tempfile.mkdtemp(prefix="moonbase-e2e-")
         self.data = data or os.path.join(self.tmp, "data")
         self.functions = os.path.join(self.tmp, "functions")
@@ -149,6 +149,8 @@ class Server:
             self.env["MOONBASE_DATABASE_URL"] = PGCluster.get().database_for(self.data)
         self.env.update(env or {})
         self.args = args or []
+        # A command the server is started under (e.g. setpriv dropping a capability).
+        self.wrapper = wrapper or []
         self.proc = None
         self.port = None
         self.log_path = os.path.join(self.tmp, "server.log")
@@ -161,7 +163,7 @@ class Server:
         self.port = free_port()
         self.log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [BIN, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--data", self.data,
+            self.wrapper + [BIN, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--data", self.data,
              "--functions", self.functions, "--cron", self.cron] + self.args,
             env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout

@@ -306,7 +306,8 @@ def test_globals_do_not_leak_and_module_locals_persist(srv):
 
 
 def test_module_state_on_one_worker(server_factory):
-    s = server_factory(functions={"f.lua": FUNCTIONS_LUA}, args=["--workers", "1"]).start()
+    # One worker in a pool that does not grow: every call runs on the same VM.
+    s = server_factory(functions={"f.lua": FUNCTIONS_LUA}, args=["--workers", "1", "--max-workers", "0"]).start()
     got = [s.call("counter").json()["result"] for _ in range(5)]
     assert got == [1, 2, 3, 4, 5]
 

@@ -107,8 +107,9 @@ def err(r):
 
 @pytest.fixture(scope="module")
 def one_worker():
-    """A server with a single Lua worker: the call after a trip runs on the VM that tripped."""
-    s = Server(functions={"limits.lua": LIMITS_LUA}, args=["--workers", "1"],
+    """A server with a single Lua worker and a pool that does not grow: the call after a trip
+    runs on the VM that tripped."""
+    s = Server(functions={"limits.lua": LIMITS_LUA}, args=["--workers", "1", "--max-workers", "0"],
                env={"MOONBASE_LUA_TIMEOUT_MS": "1000"})
     try:
         s.start()

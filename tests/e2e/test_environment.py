@@ -27,7 +27,7 @@ DOCUMENTED = {
     "MOONBASE_SESSION_LENGTH_SECONDS", "MOONBASE_SESSION_LIFETIME_DAYS",
     "MOONBASE_ACCESS_TOKEN_LIFETIME_SECONDS", "MOONBASE_REFRESH_TOKEN_LIFETIME_DAYS",
     "MOONBASE_SESSION_PURGE_SECONDS", "MOONBASE_LUA_TIMEOUT_MS", "MOONBASE_LUA_MAX_MEMORY_MB",
-    "MOONBASE_LUA_MAX_DB_OPS", "MOONBASE_LUA_MAX_INSTRUCTIONS", "MOONBASE_WORKERS", "MOONBASE_IO_THREADS",
+    "MOONBASE_LUA_MAX_DB_OPS", "MOONBASE_LUA_MAX_INSTRUCTIONS", "MOONBASE_WORKERS", "MOONBASE_MAX_WORKERS", "MOONBASE_IO_THREADS",
     "MOONBASE_MAX_BODY_BYTES", "MOONBASE_MAX_FILE_BYTES", "MOONBASE_JOB_HISTORY", "MOONBASE_LOG_FORMAT",
     "MOONBASE_CORS_ORIGINS", "MOONBASE_LUA_WRITER_HOLD_MS", "MOONBASE_MAX_HEADER_BYTES",
     "MOONBASE_HEADER_TIMEOUT_SECONDS", "MOONBASE_IDLE_TIMEOUT_SECONDS", "MOONBASE_MAX_CONNECTIONS",
@@ -373,8 +373,8 @@ end)
     assert s.req("GET", "/parse/classes/Held", master=True).json()["results"] == []
 
 
-def test_workers(server_factory):
-    s = make(server_factory, {"MOONBASE_WORKERS": "1"}, functions={"a.lua": LUA})
+def two_slow_calls_at_once(s):
+    """Seconds two concurrent 600 ms calls take together."""
     results = []
 
     def one():
@@ -387,7 +387,20 @@ def test_workers(server_factory):
     for th in threads:
         th.join()
     assert [r[0] for r in results] == [200, 200]
-    assert time.time() - t >= 1.1   # one worker: the two 600 ms calls ran one after the other
+    return time.time() - t
+
+
+def test_workers(server_factory):
+    s = make(server_factory, {"MOONBASE_WORKERS": "1", "MOONBASE_MAX_WORKERS": "0"}, functions={"a.lua": LUA})
+    # One worker and a fixed pool: the two 600 ms calls ran one after the other.
+    assert two_slow_calls_at_once(s) >= 1.1
+
+
+def test_the_pool_grows_past_long_calls_by_default(server_factory):
+    s = make(server_factory, {"MOONBASE_WORKERS": "1"}, functions={"a.lua": LUA})
+    # No MOONBASE_MAX_WORKERS: the pool may grow to twice the workers, so the second call gets a
+    # worker of its own a few milliseconds in instead of waiting 600 ms for the first.
+    assert two_slow_calls_at_once(s) < 1.1
 
 
 def io_threads_of(pid):

@@ -202,7 +202,8 @@ def test_spinning_before_trigger_stops_at_the_writer_hold_limit(srv):
 
 
 def test_module_state_is_capped_and_the_vm_rebuilt(server_factory):
-    s = server_factory(functions={"escapes.lua": ESCAPES_LUA}, args=["--workers", "1"],
+    # One worker in a pool that does not grow: every call runs on the same VM.
+    s = server_factory(functions={"escapes.lua": ESCAPES_LUA}, args=["--workers", "1", "--max-workers", "0"],
                        env={"MOONBASE_LUA_MAX_VM_MEMORY_MB": "64"}).start()
     counts, stopped = [], None
     for _ in range(20):

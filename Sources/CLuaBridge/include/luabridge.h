@@ -128,6 +128,9 @@ void lb_out_int(lb_out *o, int64_t v);
 void lb_out_num(lb_out *o, double v);
 void lb_out_str(lb_out *o, const char *s, size_t n);
 void lb_out_json(lb_out *o, const char *s, size_t n);     /* decoded to a Lua value by C */
+/* Like lb_out_json, and each object of the value (the value itself, or each element of an array)
+ * that has no `className` field gets `className = tag`: objects handed to Lua carry their class. */
+void lb_out_json_tagged(lb_out *o, const char *s, size_t n, const char *tag, size_t tagn);
 int lb_out_error(lb_out *o, int32_t code, const char *msg, size_t n);   /* returns -1 */
 int lb_out_kill(lb_out *o, int32_t reason);                            /* returns -2 */
 

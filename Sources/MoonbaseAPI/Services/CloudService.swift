@@ -191,7 +191,7 @@ extension CloudService: TriggerRunner {
     }
 
     public func hasTrigger(_ kind: TriggerKind, _ className: String) -> Bool {
-        registry.trigger(CloudService.kind(kind), className) != nil
+        code.hasTrigger(CloudService.kind(kind), className)
     }
 
     /// Runs a save/delete trigger; it holds the writer when its write is open on this thread

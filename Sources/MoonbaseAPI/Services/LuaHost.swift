@@ -18,14 +18,25 @@ struct LuaHost: CloudHostAPI {
     init(service: CloudService) { self.service = service }
 
     func call(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue {
+        switch try answer(namespace, name, args, ctx) {
+        case .value(let v): return v
+        case .json(let bytes, let className):
+            let v = try JSON.parse(bytes)
+            return className.map { LuaObjects.tagged(v, $0) } ?? v
+        }
+    }
+
+    func callEnded(_ ctx: LuaCallContext) { service.objects.store.releaseReads() }
+
+    func answer(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> HostAnswer {
         switch namespace {
         case "db": return try db(name, args, ctx)
-        case "files": return try filesCall(name, args)
-        case "auth": return try authCall(name, args)
-        case "http": return try httpRequest(args, ctx)
+        case "files": return .value(try filesCall(name, args))
+        case "auth": return .value(try authCall(name, args))
+        case "http": return .value(try httpRequest(args, ctx))
         case "config":
             guard let services = service.services else { throw ParseError.internalError("services not ready") }
-            return try services.parseConfig.get(try string(args, 0, "config.get: the name")) ?? .null
+            return .value(try services.parseConfig.get(try string(args, 0, "config.get: the name")) ?? .null)
         default: throw ParseError(.scriptFailed, "unknown namespace \(namespace)")
         }
     }
@@ -50,17 +61,25 @@ struct LuaHost: CloudHostAPI {
         return c
     }
 
-    func db(_ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue {
+    /// `db.*`. Objects read (`get`, `find`, `first`) go to Lua as the JSON text the store wrote,
+    /// tagged with their `className` by the bridge: no parse and re-encode on the way.
+    func db(_ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> HostAnswer {
         let objects = service.objects
         if name == "transaction" {
             guard let fn = args.first?.function else { throw ParseError(.scriptFailed, "db.transaction needs a function") }
-            return try objects.store.transaction { () throws(ParseError) -> JSONValue in
+            return .value(try objects.store.transaction { () throws(ParseError) -> JSONValue in
                 try ctx.vm.holdingWriter(service.limits.functions) { () throws(ParseError) -> JSONValue in
                     try ctx.vm.call(fn, [])
                 }
-            }
+            })
         }
         let className = try string(args, 0, "class name")
+        switch name {
+        case "get", "find", "first", "count", "distinct":
+            // A call's reads share one read transaction while nothing commits (callEnded ends it).
+            objects.store.holdReads()
+        default: break
+        }
         switch name {
         case "get":
             let id = try string(args, 1, "objectId")
@@ -68,24 +87,68 @@ struct LuaHost: CloudHostAPI {
             let (keys, include) = try keysInclude(opts)
             do {
                 let bytes = try objects.get(className, id, keys: keys, include: include, caller: caller(ctx, opts))
-                return LuaObjects.tagged(try JSON.parse(bytes), className)
+                return .json(bytes, className: className)
             } catch where error.code == .objectNotFound {
-                return .null
+                return .value(.null)
             }
         case "find", "first":
             let opts = arg(args, 2)?.objectValue ?? [:]
-            var o = opts
-            if let w = LuaObjects.pointers(arg(args, 1)) { o["where"] = w }
-            o.removeValue(forKey: "master")
-            o.removeValue(forKey: "triggers")
-            if name == "first" { o["limit"] = .int(1) }
-            let q = try FindQuery(className: className, options: o, maxLimit: FindQuery.luaMaxLimit)
-            let r = try objects.find(q, caller: caller(ctx, opts))
-            let arr = LuaObjects.tagged(try JSON.parse(r.results), className)
-            if name == "first" { return arr.arrayValue?.first ?? .null }
-            return arr
+            let c = caller(ctx, opts)
+            let r: FindResult
+            if let plain = try equalityFind(name, className, arg(args, 1), opts, c) {
+                r = plain
+            } else {
+                var o = opts
+                if let w = LuaObjects.pointers(arg(args, 1)) { o["where"] = w }
+                o.removeValue(forKey: "master")
+                o.removeValue(forKey: "triggers")
+                if name == "first" { o["limit"] = .int(1) }
+                let q = try FindQuery(className: className, options: o, maxLimit: FindQuery.luaMaxLimit)
+                r = try objects.find(q, caller: c)
+            }
+            if name == "find" { return .json(r.results, className: className) }
+            switch r.resultCount {
+            case 0: return .value(.null)
+            case 1: return .json(Array(r.results.dropFirst().dropLast()), className: className)   // `[obj]` without its brackets
+            default:   // an afterFind trigger may return more objects than asked for
+                return .value(LuaObjects.tagged(try JSON.parse(r.results), className).arrayValue?.first ?? .null)
+            }
         case "changes":
-            return try changes(className, args, ctx)
+            return .value(try changes(className, args, ctx))
+        default:
+            return .value(try dbOther(name, className, args, ctx))
+        }
+    }
+
+    /// `db.find`/`db.first` whose `where` holds only `field = scalar` equalities and whose options
+    /// are at most `master` (and a positive `limit` for `find`): the store's cached statement for
+    /// the query's shape when it has one (`ObjectService.findEqual`), else nil (the general find
+    /// answers the same).
+    func equalityFind(_ name: String, _ className: String, _ whereValue: JSONValue?, _ opts: JSONObject,
+                      _ c: CallerContext) throws(ParseError) -> FindResult? {
+        var limit = name == "first" ? 1 : FindQuery.defaultLimit
+        for e in opts.entries {
+            switch e.key {
+            case "master": continue
+            case "limit" where name == "find":
+                guard case .int(let n) = e.value, n > 0 else { return nil }
+                limit = Int(min(n, Int64(FindQuery.luaMaxLimit)))
+            default: return nil
+            }
+        }
+        let equal: JSONObject
+        switch whereValue {
+        case nil: equal = [:]
+        case .object(let o)?: equal = o
+        default: return nil
+        }
+        return try service.objects.findEqual(className, equal, limit: limit, caller: c)
+    }
+
+    /// The other `db.*` functions on one class: counts, distinct values and writes.
+    func dbOther(_ name: String, _ className: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue {
+        let objects = service.objects
+        switch name {
         case "count":
             let opts = arg(args, 2)?.objectValue ?? [:]
             return .int(Int64(try objects.count(className, where: LuaObjects.pointers(arg(args, 1)), caller: caller(ctx, opts))))

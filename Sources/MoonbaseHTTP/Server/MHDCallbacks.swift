@@ -20,6 +20,7 @@ let mhdConnectionNotify: MHD_NotifyConnectionCallback = { cls, conn, socketConte
         // down a descriptor number that a newer connection reuses.
         let ctx = Unmanaged<ConnectionContext>.fromOpaque(raw).takeUnretainedValue()
         core.plainClosed(ctx)
+        if ctx.switchedProtocols { core.upgradedOpen.subtract(1, ordering: .relaxed) }
         core.deadlines.closed(ctx)
         Unmanaged<ConnectionContext>.fromOpaque(raw).release()
         socketContext.pointee = nil

@@ -5,9 +5,10 @@ import Synchronization
 
 /// Per-connection state, created in the connect notification and freed on close.
 ///
-/// Thread-safety (`@unchecked Sendable`): `rawTarget`, `remoteAddress` and `awaitingLine` are
-/// touched only by the connection's I/O thread (libmicrohttpd processes one connection on one
-/// thread). The header-deadline sweeper reads `fd` (immutable) and `deadline` (atomic).
+/// Thread-safety (`@unchecked Sendable`): `rawTarget`, `remoteAddress`, `awaitingLine`,
+/// `countedAddress` and `switchedProtocols` are touched only by the connection's I/O thread
+/// (libmicrohttpd processes one connection on one thread). The header-deadline sweeper reads
+/// `fd` (immutable) and `deadline` (atomic).
 final class ConnectionContext: @unchecked Sendable {
     /// The raw request target of the request being read ("/a%20b?x=1"), from the URI log
     /// callback; requests on one connection are processed one after another.
@@ -25,6 +26,10 @@ final class ConnectionContext: @unchecked Sendable {
     /// The client address this connection is counted under as a plain HTTP connection, while
     /// it is one (nil when not counted: no upgrade handler, or the connection switched protocols).
     var countedAddress: String?
+
+    /// The connection answered 101 and its socket went to the upgrade handler: counted in
+    /// `ServerCore.upgradedOpen` until libmicrohttpd closes it.
+    var switchedProtocols = false
 
     init(fd: Int32) { self.fd = fd }
 }

@@ -30,7 +30,8 @@ final class ServerCore: Sendable {
     let openConnections = Atomic<Int>(0)
     /// Plain (not upgraded) connections per client address, kept when an upgrade handler is set.
     let plainByAddress = Mutex<[String: Int]>([:])
-    /// Upgraded connections not yet handed back.
+    /// Upgraded connections libmicrohttpd has not closed yet (their sockets already belong to
+    /// the upgrade handler: it frees them within a loop turn of the 101).
     let upgradedOpen = Atomic<Int>(0)
     /// Streaming responses still open (ended at shutdown).
     let streams = StreamRegistry()

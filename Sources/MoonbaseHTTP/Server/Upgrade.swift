@@ -30,39 +30,41 @@ public enum HTTPUpgradeDecision: Sendable {
     case accept(protocolName: String, headers: [(String, String)])
 }
 
-/// A connection switched to another protocol. libmicrohttpd still owns the descriptor: read and
-/// write it (it is non-blocking) but never `close(2)` it; `close()` hands it back, and
-/// libmicrohttpd closes it on its own thread.
+/// A connection switched to another protocol. The handler owns the descriptor: read and write
+/// it (it is non-blocking) and give it up with `close()`, once.
+///
+/// libmicrohttpd is already done with the connection when the handler receives it: the server
+/// keeps a duplicate of the socket and hands libmicrohttpd's upgrade handle back at once, so
+/// libmicrohttpd frees the connection and its per-connection memory pool (sized for HTTP
+/// headers) instead of holding them for as long as the socket lives.
 ///
 /// Thread-safety: `fd` and `extra` are immutable; `close()` is idempotent and may be called from
-/// any thread (libmicrohttpd takes its own lock and wakes its I/O thread).
+/// any thread (stop polling `fd` first).
 public final class UpgradedSocket: @unchecked Sendable {
-    /// The client socket (non-blocking).
+    /// The client socket (non-blocking), owned by this object.
     public let fd: Int32
     /// Bytes libmicrohttpd read past the request (the first frames of a quick client).
     public let extra: [UInt8]
     /// The client's numeric address.
     public let remoteAddress: String
-    private let urh: OpaquePointer
     private let closed = Atomic<Bool>(false)
-    private weak var core: ServerCore?
 
-    init(fd: Int32, extra: [UInt8], remoteAddress: String, urh: OpaquePointer, core: ServerCore) {
+    init(fd: Int32, extra: [UInt8], remoteAddress: String) {
         self.fd = fd
         self.extra = extra
         self.remoteAddress = remoteAddress
-        self.urh = urh
-        self.core = core
     }
 
-    /// Gives the socket back to libmicrohttpd, which closes it. Stop polling `fd` first.
+    /// Closes the socket. Stop polling `fd` first.
     public func close() {
         guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        core?.upgradedOpen.subtract(1, ordering: .relaxed)
-        _ = mb_mhd_upgrade_close(urh)
+        _ = Glibc.close(fd)
     }
 
     public var isClosed: Bool { closed.load(ordering: .acquiring) }
+
+    /// A socket its handler dropped without closing is closed here, so it cannot leak.
+    deinit { close() }
 }
 
 extension ServerCore {
@@ -88,15 +90,36 @@ extension ServerCore {
         }
     }
 
-    /// The 101 was sent: hand the socket to the upgrade handler. The request no longer counts
-    /// as in flight (a held WebSocket must not delay an HTTP shutdown's drain).
+    /// The 101 was sent: take the socket from libmicrohttpd (a duplicate descriptor; the upgrade
+    /// handle goes back at once, which frees the connection's memory pool) and hand it to the
+    /// upgrade handler. The request no longer counts as in flight (a held WebSocket must not
+    /// delay an HTTP shutdown's drain). If the descriptor cannot be duplicated (descriptor
+    /// limit) the upgrade is abandoned: the socket closes and the handler hears
+    /// `upgradeAbandoned` when the request completes.
     func didUpgrade(_ state: RequestState, fd: Int32, extra: [UInt8], urh: OpaquePointer) {
-        state.upgraded = true
-        if let ctx = connectionContext(state.connection) { plainClosed(ctx) }
-        inFlight.subtract(1, ordering: .relaxed)
-        upgradedOpen.add(1, ordering: .relaxed)
-        let socket = UpgradedSocket(fd: fd, extra: extra, remoteAddress: state.request.remoteAddress, urh: urh,
-                                    core: self)
+        // Everything that touches the connection happens before the handle is closed: after
+        // that, libmicrohttpd may free the connection.
+        let ctx = connectionContext(state.connection)
+        let own = mb_dup_cloexec(fd)
+        if own >= 0 {
+            state.upgraded = true
+            if let ctx {
+                plainClosed(ctx)
+                // The header-deadline sweeper shuts sockets down: never this one, which lives
+                // on through the duplicate.
+                deadlines.closed(ctx)
+                ctx.switchedProtocols = true
+            }
+            inFlight.subtract(1, ordering: .relaxed)
+            // Counted until libmicrohttpd's connection closes (connection notify): the accept
+            // policy subtracts it from libmicrohttpd's count of open connections.
+            upgradedOpen.add(1, ordering: .relaxed)
+        } else {
+            Log.warn("http: cannot take over an upgraded socket (errno \(errno)); closing it")
+        }
+        _ = mb_mhd_upgrade_close(urh)
+        guard own >= 0 else { return }
+        let socket = UpgradedSocket(fd: own, extra: extra, remoteAddress: state.request.remoteAddress)
         guard let upgrader else {
             socket.close()
             return

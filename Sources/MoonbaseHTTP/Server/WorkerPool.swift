@@ -44,6 +44,17 @@ struct PoolStatus: Sendable {
 /// `spinNanos` before sleeping in the kernel (waking a spinning worker costs one atomic
 /// exchange). Jobs still start on any free worker, so a long job holds one worker only.
 ///
+/// Growth and priority (when `maxWorkers` > `workers`): a job that has run `longJobNanos` is
+/// long. While every worker runs a long job and jobs wait, the monitor starts an extra worker
+/// (up to `maxLive`; extras exit after `extraIdleNanos` idle), and it lowers the CPU priority of
+/// each worker on a long job (nice `longJobNice`, that thread only), so that on a busy CPU the
+/// short requests of the extra workers and the I/O threads go first: with as many scripts
+/// spinning as there are workers and the cores all taken, a spinner at nice 0 could hold a
+/// woken request thread off the CPU for a whole scheduler slice at each of its hand-offs. After
+/// its long job the worker goes back to nice 0; where the process may not lower a nice value
+/// again (unprivileged, RLIMIT_NICE 0) the thread leaves instead and a fresh one takes its place,
+/// so a short request never runs on a demoted thread.
+///
 /// Backstop: each job gets a deadline (`jobLimitNanos` from its start, raised by
 /// `JobWatch.noteLimit` for calls with a longer limit). A monitor thread checks a few times a
 /// second; a worker past its deadline plus `graceNanos` is stuck: its request is answered
@@ -84,6 +95,13 @@ final class WorkerPool: @unchecked Sendable {
     private var retire: [Bool]
     /// Indices whose thread was abandoned and still runs its stuck job.
     private var abandoned: [Bool]
+    /// Base workers that left after a long job (priority not restorable) and that the monitor
+    /// has yet to replace.
+    private var owedWorkers = 0
+    /// Kernel thread id of the thread at each index (for its nice value).
+    private var tids: [Int32]
+    /// Indices whose thread runs at `longJobNice` (set and cleared with `mutex` held).
+    private var demoted: [Bool]
     private var freeIndices: [Int] = []
     private var live = 0
     private var stuckCount = 0
@@ -104,10 +122,16 @@ final class WorkerPool: @unchecked Sendable {
     /// starts another worker (up to `maxLive`), so slow or spinning scripts hold their own
     /// workers and the requests behind them start within a few milliseconds.
     static let longJobNanos: UInt64 = 3_000_000
-    /// An extra worker idle this long exits.
-    static let extraIdleNanos: UInt64 = 2_000_000_000
+    /// An extra worker idle this long exits (2 s unless a test sets it).
+    let extraIdleNanos: UInt64
     /// Live workers at most (`count` when the pool does not grow).
     let maxLive: Int
+    /// The nice value of a worker on a long job (growing pools only).
+    static let longJobNice: Int32 = 10
+    /// Threads that left after a long job because their priority could not be raised back.
+    let demotedExits = Atomic<Int>(0)
+    /// The calling thread's nice value (tests, diagnostics).
+    static func currentThreadNice() -> Int32 { Int32(mb_thread_nice()) }
 
     /// The worker index of the calling thread (nil off the pool). Shared by every pool: a
     /// thread belongs to at most one.
@@ -126,8 +150,10 @@ final class WorkerPool: @unchecked Sendable {
     ///   - jobLimitMillis: a job's default time limit (0 = no backstop).
     ///   - graceMillis: how long past its limit a worker may run before it is replaced.
     ///   - maxWorkers: live workers at most, extra ones included (0 or ≤ workers: no growth).
+    ///   - extraIdleMillis: how long an extra worker stays parked before it exits.
     init(workers: Int, maxQueued: Int, spinMicros: Int = 0, jobLimitMillis: Int = 0,
-         graceMillis: Int = 5_000, maxWorkers: Int = 0) throws(HTTPServerError) {
+         graceMillis: Int = 5_000, maxWorkers: Int = 0, extraIdleMillis: Int = 2_000) throws(HTTPServerError) {
+        extraIdleNanos = UInt64(max(1, extraIdleMillis)) * 1_000_000
         count = max(1, workers)
         self.maxQueued = max(1, maxQueued)
         spinNanos = UInt64(max(0, spinMicros)) * 1000
@@ -148,6 +174,8 @@ final class WorkerPool: @unchecked Sendable {
         idleSince = Array(repeating: 0, count: capacity)
         retire = Array(repeating: false, count: capacity)
         abandoned = Array(repeating: false, count: capacity)
+        tids = Array(repeating: 0, count: capacity)
+        demoted = Array(repeating: false, count: capacity)
         slots = (0..<capacity).map { _ in JobSlot() }
         freeIndices = Array((count..<capacity).reversed())
         idle.reserveCapacity(capacity)
@@ -324,16 +352,24 @@ final class WorkerPool: @unchecked Sendable {
         JobWatch.bind(slot)
         let w = word(index)
         pthread_mutex_lock(mutex)
+        tids[index] = mb_gettid()
         while true {
             if retire[index] && !stopping {
-                // An extra worker idle for long: leave (the monitor took it off `idle`). While
-                // stopping it stays to be joined instead.
                 retire[index] = false
-                live -= 1
-                vacate(index)
-                pthread_mutex_unlock(mutex)
-                pthread_detach(pthread_self())
-                return
+                // An extra worker idle for long leaves (the monitor took it off `idle`), unless a
+                // job arrived meanwhile that no other woken worker will take: the monitor counted
+                // this worker in `wakePending` when it chose to retire it, so `submit` saw a
+                // worker on its way and woke nobody. Leaving then would strand that job in the
+                // queue with idle workers parked until the next submit (a lost wake-up, seen as a
+                // request unanswered for 30 s while the pool shrank after a burst). While stopping
+                // it stays to be joined instead.
+                if queue.count <= wakePending {
+                    live -= 1
+                    vacate(index)
+                    pthread_mutex_unlock(mutex)
+                    pthread_detach(pthread_self())
+                    return
+                }
             }
             let handed = direct[index]
             if handed != nil { direct[index] = nil }
@@ -357,6 +393,22 @@ final class WorkerPool: @unchecked Sendable {
                     Log.warn("worker \(index): a job abandoned as stuck finally returned; its thread exits")
                     return
                 }
+                if demoted[index] {
+                    demoted[index] = false
+                    if mb_set_thread_nice(tids[index], 0) != 0 {
+                        // Not allowed to raise our priority again: leave. A base worker is owed a
+                        // replacement, which the monitor starts: a thread inherits its creator's
+                        // nice value, so this thread must not create it (an extra worker is simply
+                        // not replaced).
+                        if !extra[index] { owedWorkers += 1 }
+                        live -= 1
+                        vacate(index)
+                        pthread_mutex_unlock(mutex)
+                        demotedExits.add(1, ordering: .relaxed)
+                        pthread_detach(pthread_self())
+                        return
+                    }
+                }
                 continue
             }
             if stopping {
@@ -377,6 +429,8 @@ final class WorkerPool: @unchecked Sendable {
     /// Gives `index` back for a later worker: its thread is leaving (mutex held).
     private func vacate(_ index: Int) {
         extra[index] = false
+        demoted[index] = false
+        tids[index] = 0
         threads[index] = nil
         freeIndices.append(index)
     }
@@ -415,7 +469,9 @@ final class WorkerPool: @unchecked Sendable {
             if grows {
                 pthread_mutex_lock(mutex)
                 let now = monotonicNanos()
+                replaceOwedWorkers()
                 growIfStarved(now: now)
+                demoteLongJobs(now: now)
                 let leaving = retireIdleExtras(now: now)
                 pthread_mutex_unlock(mutex)
                 for w in leaving { mb_parker_wake(word(w)) }
@@ -424,10 +480,29 @@ final class WorkerPool: @unchecked Sendable {
         }
     }
 
+    /// Starts the base workers owed after demoted threads left (monitor thread, mutex held).
+    private func replaceOwedWorkers() {
+        while owedWorkers > 0 && !stopping, let fresh = freeIndices.popLast() {
+            if spawn(index: fresh) != nil {
+                freeIndices.append(fresh)
+                return
+            }
+            owedWorkers -= 1
+        }
+    }
+
+    /// Whether the calling thread is a worker running at the lowered priority (a thread it
+    /// created would inherit that nice value).
+    private func callerIsDemoted() -> Bool {
+        guard let i = WorkerPool.currentIndex(), i < demoted.count else { return false }
+        return demoted[i]
+    }
+
     /// Starts an extra worker when jobs wait and every live worker has been on its job for
-    /// `longJobNanos` (mutex held). Workers just woken or reserved count as soon free.
+    /// `longJobNanos` (mutex held). Workers just woken or reserved count as soon free. Never
+    /// from a demoted worker (the monitor grows the pool instead, within a tick).
     private func growIfStarved(now: UInt64) {
-        guard !stopping, live < maxLive, queue.count > wakePending, idle.isEmpty else { return }
+        guard !stopping, live < maxLive, queue.count > wakePending, idle.isEmpty, !callerIsDemoted() else { return }
         for i in 0..<threads.count where threads[i] != nil && !abandoned[i] {
             let t = slots[i].startedAt.load(ordering: .relaxed)
             guard running[i] != nil, t != 0, now > t &+ WorkerPool.longJobNanos else { return }
@@ -440,6 +515,16 @@ final class WorkerPool: @unchecked Sendable {
         extra[fresh] = true
     }
 
+    /// Lowers the priority of each worker whose job has run `longJobNanos` (mutex held, so the
+    /// worker cannot finish the job and run a short one between the check and the call).
+    private func demoteLongJobs(now: UInt64) {
+        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && !demoted[i] && running[i] != nil {
+            let t = slots[i].startedAt.load(ordering: .relaxed)
+            guard t != 0, now > t &+ WorkerPool.longJobNanos, tids[i] != 0 else { continue }
+            if mb_set_thread_nice(tids[i], WorkerPool.longJobNice) == 0 { demoted[i] = true }
+        }
+    }
+
     /// Takes extra workers idle for `extraIdleNanos` off `idle` and marks them to exit (mutex
     /// held); the caller wakes them.
     private func retireIdleExtras(now: UInt64) -> [Int] {
@@ -448,7 +533,7 @@ final class WorkerPool: @unchecked Sendable {
         var i = 0
         while i < idle.count {
             let w = idle[i]
-            if extra[w] && live - out.count > count && now > idleSince[w] &+ WorkerPool.extraIdleNanos {
+            if extra[w] && live - out.count > count && now > idleSince[w] &+ extraIdleNanos {
                 idle.remove(at: i)
                 retire[w] = true
                 wakePending += 1

@@ -17,6 +17,31 @@ public protocol CloudHostAPI: Sendable {
     /// Runs `namespace.name(args...)`. Each `db.*` call has already been counted against the
     /// call's DB-operation budget.
     func call(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> JSONValue
+    /// The same call, answered as a value or as JSON text the bridge decodes straight into Lua
+    /// (objects read from the store cross once, as their stored text, instead of being parsed
+    /// into a value and encoded again). The default answers `call`'s value.
+    func answer(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> HostAnswer
+    /// The outermost call on this thread ended (returned, failed, was killed, or suspended to
+    /// finish on another thread): per-call state the host keeps for the thread ends here.
+    func callEnded(_ ctx: LuaCallContext)
+}
+
+extension CloudHostAPI {
+    public func callEnded(_ ctx: LuaCallContext) {}
+
+    public func answer(_ namespace: String, _ name: String, _ args: [LuaValue], _ ctx: LuaCallContext) throws(ParseError) -> HostAnswer {
+        .value(try call(namespace, name, args, ctx))
+    }
+}
+
+/// What a host function hands back to Lua.
+public enum HostAnswer {
+    /// A value (`.null` for `nil`).
+    case value(JSONValue)
+    /// JSON text (an object or an array), decoded by the bridge in C. With `className`, every
+    /// object of it (the value itself, or each element of an array) that has no `className`
+    /// field gets this one, as objects handed to Lua carry their class.
+    case json([UInt8], className: String?)
 }
 
 /// The host namespaces and their functions.

@@ -88,9 +88,13 @@ extension LuaVM {
             }
         }
         var keep: [Int32] = []
-        let result: JSONValue
+        let result: HostAnswer
         do throws(HostFailure) {
-            result = try perform(bindings[fnid], values, &keep)
+            if case .host(let ns, let name) = bindings[fnid] {
+                result = try performHost(ns, name, values)
+            } else {
+                result = .value(try perform(bindings[fnid], values, &keep))
+            }
         } catch {
             switch error {
             case .error(let e): return fail(out, e)
@@ -100,7 +104,18 @@ extension LuaVM {
         if !keep.isEmpty {
             for i in 0..<n where args[i].type == Int32(LB_FUNC) && keep.contains(args[i].ref) { args[i].keep = 1 }
         }
-        write(result, out)
+        switch result {
+        case .value(let v): write(v, out)
+        case .json(let bytes, let className):
+            bytes.withUnsafeBufferPointer { b in
+                b.withMemoryRebound(to: CChar.self) { text in
+                    guard var tag = className else { return lb_out_json(out, text.baseAddress, text.count) }
+                    tag.withUTF8 { t in
+                        t.withMemoryRebound(to: CChar.self) { lb_out_json_tagged(out, text.baseAddress, text.count, $0.baseAddress, $0.count) }
+                    }
+                }
+            }
+        }
         return 0
     }
 
@@ -140,29 +155,35 @@ extension LuaVM {
         return LuaLocation(s)
     }
 
+    /// A `.host` binding: `db.*` counted against the call's budget, then `CloudHostAPI.answer`.
+    func performHost(_ ns: String, _ name: String, _ args: [LuaValue]) throws(HostFailure) -> HostAnswer {
+        guard let ctx = contexts.last, loadingFile == nil else {
+            throw .error(ParseError(.scriptFailed, "\(ns).\(name) is not available while loading"))
+        }
+        if ns == "db" {
+            let budget = ctx.limits.maxDbOps
+            if budget > 0 && ctx.counters.dbOps >= budget { throw .kill(Int32(LB_KILL_DBOPS)) }
+            ctx.counters.dbOps += 1
+        }
+        guard let host else { throw .error(ParseError(.scriptFailed, "\(ns).\(name) is not available")) }
+        let v: HostAnswer
+        do throws(ParseError) {
+            v = try host.answer(ns, name, args, ctx)
+        } catch {
+            // Outbound I/O that ran into the call's wall-time limit ends the call (not
+            // catchable), whatever the transport reported.
+            if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
+            throw .error(error)
+        }
+        if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
+        return v
+    }
+
+    /// Every binding but `.host` (answered by `performHost`) and `.crypto` (by `dispatchCrypto`).
     func perform(_ b: HostBinding, _ args: [LuaValue], _ keep: inout [Int32]) throws(HostFailure) -> JSONValue {
         switch b {
-        case .host(let ns, let name):
-            guard let ctx = contexts.last, loadingFile == nil else {
-                throw .error(ParseError(.scriptFailed, "\(ns).\(name) is not available while loading"))
-            }
-            if ns == "db" {
-                let budget = ctx.limits.maxDbOps
-                if budget > 0 && ctx.counters.dbOps >= budget { throw .kill(Int32(LB_KILL_DBOPS)) }
-                ctx.counters.dbOps += 1
-            }
-            guard let host else { throw .error(ParseError(.scriptFailed, "\(ns).\(name) is not available")) }
-            let v: JSONValue
-            do throws(ParseError) {
-                v = try host.call(ns, name, args, ctx)
-            } catch {
-                // Outbound I/O that ran into the call's wall-time limit ends the call (not
-                // catchable), whatever the transport reported.
-                if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
-                throw .error(error)
-            }
-            if ns == "http" && lb_call_remaining_ms(handle) == 0 { throw .kill(Int32(LB_KILL_TIMEOUT)) }
-            return v
+        case .host:
+            return .null   // answered by performHost
         case .log(let level):
             return luaLog(level, args, separator: " ")
         case .print(let level):

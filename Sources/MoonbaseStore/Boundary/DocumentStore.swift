@@ -48,6 +48,18 @@ public protocol DocumentStore: Sendable {
     /// - Throws: 102/105/111 for bad queries, 1 for storage failures.
     func find(_ q: FindQuery, identity: Identity, afterFind: AfterFindHook?,
               afterFindApplies: ((String) -> Bool)?) throws(ParseError) -> FindResult
+    /// The answer `find` gives for `where = equal` (only `field = scalar` equalities), `limit` and
+    /// no other option, from a statement cached by the query's shape; nil when the store has no
+    /// such path for this query (the caller then runs `find`). The caller has checked `afterFind`
+    /// (none applies) and the class permission is checked here: a caller not allowed every
+    /// object gets nil.
+    func findEqual(_ className: String, _ equal: JSONObject, limit: Int, identity: Identity) throws(ParseError) -> FindResult?
+    /// From now until `releaseReads`, the calling thread's reads may share one read transaction
+    /// (a run of reads by one Cloud Code call); a write on the thread ends it first, so later
+    /// reads see the write. Stores without such a cost ignore it.
+    func holdReads()
+    /// Ends `holdReads` on the calling thread.
+    func releaseReads()
     /// How many objects of `className` match `where` that `identity` may read.
     func count(_ className: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> Int
     /// The distinct values of `field` among the matching objects `identity` may read.
@@ -98,4 +110,13 @@ public protocol DocumentStore: Sendable {
 
     /// Records an `X-Parse-Request-Id`; false when already applied in the last 5 minutes (159).
     func recordRequestId(_ id: String) throws(ParseError) -> Bool
+}
+
+extension DocumentStore {
+    /// No cached path: `find` answers.
+    public func findEqual(_ className: String, _ equal: JSONObject, limit: Int, identity: Identity) throws(ParseError) -> FindResult? {
+        nil
+    }
+    public func holdReads() {}
+    public func releaseReads() {}
 }

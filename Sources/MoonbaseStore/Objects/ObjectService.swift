@@ -172,6 +172,17 @@ public final class ObjectService: Sendable {
         return try runFind(q, caller: caller)
     }
 
+    /// `find` of `where = equal` (only `field = scalar` equalities) with `limit` and no other
+    /// option, answered from the store's statement cache when it has one for the query (Lua's
+    /// `db.first`/`db.find` in a loop), else nil: the caller then runs `find`, which answers the
+    /// same. Classes with an afterFind trigger (for non-master callers) always take `find`.
+    public func findEqual(_ className: String, _ equal: JSONObject, limit: Int, caller: CallerContext) throws(ParseError) -> FindResult? {
+        guard caller.identity.isMaster || !has(.afterFind, className, caller),
+              let r = try store.findEqual(className, equal, limit: limit, identity: caller.identity) else { return nil }
+        caller.meter?.dbReads += 1
+        return r
+    }
+
     func runFind(_ q: FindQuery, caller: CallerContext) throws(ParseError) -> FindResult {
         let hook: AfterFindHook?
         if !caller.identity.isMaster, let t = triggers {

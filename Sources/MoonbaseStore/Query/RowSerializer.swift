@@ -17,9 +17,9 @@ public enum RowSerializer {
         w.raw("{\"objectId\":")
         s.withBytes(0) { w.string(utf8: $0) }
         w.raw(",\"createdAt\":\"")
-        w.raw(Array(ISO8601.format(millis: s.int64(1)).utf8))
+        ISO8601.append(millis: s.int64(1), to: &w.bytes)
         w.raw("\",\"updatedAt\":\"")
-        w.raw(Array(ISO8601.format(millis: s.int64(2)).utf8))
+        ISO8601.append(millis: s.int64(2), to: &w.bytes)
         w.byte(UInt8(ascii: "\""))
         if !s.isNull(3) {
             w.raw(",\"ACL\":")

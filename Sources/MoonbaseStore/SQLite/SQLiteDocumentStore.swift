@@ -20,6 +20,7 @@ public final class SQLiteDocumentStore: DocumentStore {
     public var catalog: SchemaCatalog { context.catalog }
     public var clock: any HostClock { context.clock }
     let schemaSource: CatalogSchemaSource
+    let equalityFinds = EqualityFinds()
     var queries: QueryExecutor { QueryExecutor(schemas: schemaSource) }
 
     /// Attaches a store to `database`: registers the store's SQL functions (`mb_array_op`,
@@ -95,6 +96,18 @@ public final class SQLiteDocumentStore: DocumentStore {
             try queries.find(q, identity: identity, on: c, afterFind: afterFind, afterFindApplies: afterFindApplies)
         }
     }
+
+    public func findEqual(_ className: String, _ equal: JSONObject, limit: Int, identity: Identity) throws(ParseError) -> FindResult? {
+        guard RowSerializer.canSplice(className), let schema = catalog.schema(className),
+              ClassPermissions.access(.find, className, identity, schema: schema) == .allowed else { return nil }
+        let plans = equalityFinds
+        return try database.read { (c) throws(ParseError) -> FindResult? in
+            try plans.find(schema, equal, limit: limit, identity: identity, on: c)
+        }
+    }
+
+    public func holdReads() { database.holdReads() }
+    public func releaseReads() { database.releaseReads() }
 
     public func count(_ className: String, where w: JSONValue?, identity: Identity) throws(ParseError) -> Int {
         let queries = self.queries

@@ -9,9 +9,9 @@ extension StoredObject {
         w.raw("{\"objectId\":")
         w.string(objectId)
         w.raw(",\"createdAt\":\"")
-        w.raw(Array(ISO8601.format(millis: createdAt).utf8))
+        ISO8601.append(millis: createdAt, to: &w.bytes)
         w.raw("\",\"updatedAt\":\"")
-        w.raw(Array(ISO8601.format(millis: updatedAt).utf8))
+        ISO8601.append(millis: updatedAt, to: &w.bytes)
         w.byte(UInt8(ascii: "\""))
         if let acl {
             w.raw(",\"ACL\":")
