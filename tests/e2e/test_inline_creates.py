@@ -37,6 +37,7 @@ end)
 '''
 
 
+@pytest.mark.sqlite_only("the single writer: PostgreSQL lets other creates commit beside the transaction")
 def test_a_create_waiting_for_the_writer_holds_up_no_other_connection(server_factory):
     # Workers to spare: the holder and the four waiting creates must not make the health check
     # report the pool saturated.
