@@ -8,6 +8,7 @@ connections of its I/O thread; checkpoints still happen under a load of such cre
 stays bounded); every acknowledged create is stored exactly once; creates on classes with
 triggers and failing creates answer as before."""
 import glob
+import json
 import os
 import threading
 import time
@@ -136,3 +137,11 @@ def test_creates_with_triggers_and_failing_creates_answer_as_before(server_facto
     assert r.status_code == 400 and r.json()["code"] == 107, r.text
     rows = s.req("GET", "/parse/classes/Typed", master=True).json()["results"]
     assert [o["v"] for o in rows] == [1]
+    # A create bringing a new field (here a GeoPoint, whose index is built over the class's rows)
+    # changes the schema on a worker; the object is stored and found through the new index.
+    point = {"__type": "GeoPoint", "latitude": 40.5, "longitude": -74.0}
+    r = s.req("POST", "/parse/classes/Typed", {"v": 2, "at": point})
+    assert r.status_code == 201, r.text
+    near = {"at": {"$nearSphere": point, "$maxDistanceInMiles": 1}}
+    found = s.req("GET", "/parse/classes/Typed", params={"where": json.dumps(near)}).json()["results"]
+    assert [o["v"] for o in found] == [2]
