@@ -23,11 +23,15 @@ public protocol HTTPHandler: Sendable {
     /// After `dispatch` said "worker": may this request first be attempted on the I/O thread
     /// (`attempt`)? Cheap and non-blocking.
     func wantsAttempt(_ request: HTTPRequest) -> Bool
-    /// Runs on the I/O thread as the idle worker `seat`, which the pool holds parked meanwhile:
-    /// the answer, or nil when the work must continue on that worker — the server then hands
-    /// the request to that very worker, whose `handle` picks up where the attempt stopped. Must
-    /// leave the I/O thread within about a millisecond.
-    func attempt(_ request: HTTPRequest, seat: Int) -> HTTPResponse?
+    /// Does the attempt run as an idle worker (its Lua VM), or on the I/O thread alone? Asked
+    /// after `wantsAttempt` said true. Defaults to true.
+    func attemptNeedsSeat(_ request: HTTPRequest) -> Bool
+    /// Runs on the I/O thread as the idle worker `seat`, which the pool holds parked meanwhile
+    /// (nil when `attemptNeedsSeat` said false): the answer, or nil when the work must continue
+    /// on a worker — the server then hands the request to that very worker, whose `handle`
+    /// picks up where the attempt stopped (without a seat: to the pool's queue, and `handle`
+    /// starts over). Must leave the I/O thread within about a millisecond.
+    func attempt(_ request: HTTPRequest, seat: Int?) -> HTTPResponse?
 }
 
 extension HTTPHandler {
@@ -35,7 +39,8 @@ extension HTTPHandler {
     public func runsInline(_ request: HTTPRequest) -> Bool { false }
     public func dispatch(_ request: inout HTTPRequest) -> Bool { runsInline(request) }
     public func wantsAttempt(_ request: HTTPRequest) -> Bool { false }
-    public func attempt(_ request: HTTPRequest, seat: Int) -> HTTPResponse? { nil }
+    public func attemptNeedsSeat(_ request: HTTPRequest) -> Bool { true }
+    public func attempt(_ request: HTTPRequest, seat: Int?) -> HTTPResponse? { nil }
 }
 
 /// Server settings (defaults: headers 16 KiB, 1,024 connections, 30 s idle).

@@ -66,7 +66,10 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     private var queued = 0
     private var overflowSeq: Int64 = 0
     private var stopping = false
-    /// The last seq the delivery thread handled (only that thread writes it).
+    /// The delivery thread is working on a batch (guarded by `mutex`).
+    private var delivering = false
+    /// The last seq the delivery thread handled (only that thread writes it, or `publish` while
+    /// that thread is idle with nothing queued, under `mutex`).
     private let handled = Atomic<Int64>(0)
 
     /// Creates the hub, reads the feed's head and starts the delivery thread. Install it with
@@ -172,7 +175,21 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     }
 
     public func publish(_ events: [ChangeEvent]) {
-        enqueue(.changes(events), weight: events.count, lastSeq: events.last?.seq ?? 0)
+        let lastSeq = events.last?.seq ?? 0
+        // A commit to classes nobody subscribes to brings only marks, which merely advance
+        // `handled`. With nothing queued and the delivery thread idle, advance it here as that
+        // thread would at once: waking it for each such write cost every write a context switch
+        // or two.
+        if !events.contains(where: { !$0.isMark || observes($0.className) }) {
+            pthread_mutex_lock(mutex)
+            if jobs.isEmpty && !delivering && overflowSeq == 0 && !stopping {
+                handled.store(max(handled.load(ordering: .relaxed), lastSeq), ordering: .releasing)
+                pthread_mutex_unlock(mutex)
+                return
+            }
+            pthread_mutex_unlock(mutex)
+        }
+        enqueue(.changes(events), weight: events.count, lastSeq: lastSeq)
     }
 
     private func enqueue(_ job: Job, weight: Int, lastSeq: Int64 = 0) {
@@ -198,8 +215,10 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         pthread_sigmask(SIG_UNBLOCK, &urg, nil)
         while true {
             pthread_mutex_lock(mutex)
+            delivering = false
             while jobs.isEmpty && overflowSeq == 0 && !stopping { pthread_cond_wait(cond, mutex) }
             if stopping { pthread_mutex_unlock(mutex); return }
+            delivering = true
             let batch = jobs
             jobs = []
             queued = 0

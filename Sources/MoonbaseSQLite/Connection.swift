@@ -76,6 +76,9 @@ public final class Connection {
 
     public var closed: Bool { isClosed }
 
+    /// How long a statement waits for another connection's lock before failing with SQLITE_BUSY.
+    func setBusyTimeout(_ millis: Int32) { sqlite3_busy_timeout(handle, millis) }
+
     static func error(_ db: OpaquePointer, _ rc: Int32, sql: String?) -> SQLiteError {
         let ext = sqlite3_extended_errcode(db)
         let msg = String(cString: sqlite3_errmsg(db))

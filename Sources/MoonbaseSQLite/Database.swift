@@ -27,7 +27,7 @@ public final class Database: Sendable {
         /// 7.1 -> 4.5 GB, CPU 11.5 -> 9.7 s, 6.9k -> 8.2-9.3k posts/s).
         public var bulkWriterCacheKiB = 32768
         /// The WAL size (pages) that triggers a checkpoint while bulk work runs, instead of
-        /// SQLite's 1000 (4 MiB). Each commit of a bulk job dirties most pages of the random-keyed
+        /// `checkpointFrames` (measured against SQLite's default 1000 pages, 4 MiB). Each commit of a bulk job dirties most pages of the random-keyed
         /// indexes (about 40 MB per W6 commit at 100,000 posts), and each checkpoint copied them
         /// all back into the file again: checkpointing every 256 MiB copies a page rewritten by
         /// several commits once (W6 replayed, 2,000-post transactions: at 20,000 posts 1000 ->
@@ -36,6 +36,10 @@ public final class Database: Sendable {
         public var bulkWALAutocheckpointPages = 65536
         /// How long `write` waits for the writer before answering "database busy".
         public var writeLockTimeoutMillis = 30_000
+        /// WAL size (frames, one per page written) from which the WAL is copied into the
+        /// database file (as SQLite's `wal_autocheckpoint`, default 1000), by a thread of its own
+        /// (`Checkpointer`) rather than inside the commit that crossed it.
+        public var checkpointFrames = 10000
         public init() {
             // The writer's everyday cache stays small (RssAnon budget: < 60 MiB after W1-W5;
             // 33 MiB measured at 8 MiB, 59 MiB at 32 MiB). Bulk jobs raise it while they run
@@ -60,6 +64,7 @@ public final class Database: Sendable {
     /// Write transactions committed so far (a held read transaction older than the last one is
     /// replaced before the next read).
     private let commits = Atomic<UInt64>(0)
+    private let wal: WALState
 
     private static let serials = Atomic<Int>(0)
 
@@ -72,6 +77,12 @@ public final class Database: Sendable {
         self.serial = Database.serials.add(1, ordering: .relaxed).newValue
         let writer = try Connection(path: path, options: options.writer)
         self.writerBox = WriterBox(writer)
+        wal = WALState(threshold: options.checkpointFrames,
+                       checkpointer: Checkpointer(path: path, options: options.writer))
+        wal.checkpointer.database = self
+        // Replaces SQLite's automatic checkpoint: the same PASSIVE checkpoints at the same size,
+        // on the checkpoint thread instead of in the commit.
+        sqlite3_wal_hook(writer.handle, walHook, Unmanaged.passUnretained(wal).toOpaque())
     }
 
     deinit { close() }
@@ -95,26 +106,46 @@ public final class Database: Sendable {
 
     /// Runs `body` in a write transaction (`BEGIN IMMEDIATE … COMMIT`, `ROLLBACK` on a thrown
     /// error). Nested on a thread already writing: joins the open transaction in a savepoint.
+    /// - Parameter short: the body is one object's write that runs no Lua (tens of
+    ///   microseconds): a write started on an I/O thread may wait for it rather than go to a worker.
     /// - Throws: the body's error, or `ParseError` 1 "database busy" after
-    ///   `writeLockTimeoutMillis`, or the commit failure.
+    ///   `writeLockTimeoutMillis`, or the commit failure; on an I/O thread (`InlineAttempt`),
+    ///   `InlineAttempt.continuesOnWorker` when the write would have to wait.
     @discardableResult
-    public func write<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
+    public func write<T>(short: Bool = false, _ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         let state = ThreadDatabaseState.current.value
         if let tx = state.transaction(for: serial) { return try tx.nested(body) }
         endHeldRead(state)   // this thread's next read must see this write
         guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
-        // Waiting for the writer is bounded by its own timeout: the worker pool's stuck-worker
-        // backstop must not take a request queued behind other writers for a stuck one.
-        JobWatch.noteLimit(millis: Int64(options.writeLockTimeoutMillis))
-        guard lock.lock(timeoutMillis: options.writeLockTimeoutMillis) else {
-            throw ParseError(.internalError, "database busy", underlying: "writer lock wait timed out")
+        let inline = InlineAttempt.active
+        if inline {
+            try lockInline()
+        } else {
+            // Waiting for the writer is bounded by its own timeout: the worker pool's stuck-worker
+            // backstop must not take a request queued behind other writers for a stuck one.
+            JobWatch.noteLimit(millis: Int64(options.writeLockTimeoutMillis))
+            guard lock.lock(timeoutMillis: options.writeLockTimeoutMillis) else {
+                throw ParseError(.internalError, "database busy", underlying: "writer lock wait timed out")
+            }
         }
-        defer { lock.unlock() }
+        if short || inline { wal.shortHold.store(true, ordering: .releasing) }
+        defer {
+            wal.shortHold.store(false, ordering: .releasing)
+            lock.unlock()
+        }
         let conn = writerBox.connection
         let tx = WriteTransaction(connection: conn, database: self)
         state.transactions.append((serial, tx))
         defer { state.transactions.removeAll { $0.db == serial } }
-        try conn.run("BEGIN IMMEDIATE")
+        if inline {
+            // Another process holding the file's write lock would keep this thread in SQLite's
+            // busy handler: do not wait for it here.
+            conn.setBusyTimeout(0)
+            defer { conn.setBusyTimeout(options.writer.busyTimeoutMillis) }
+            do throws(ParseError) { try conn.run("BEGIN IMMEDIATE") } catch { throw InlineAttempt.continuesOnWorker }
+        } else {
+            try conn.run("BEGIN IMMEDIATE")
+        }
         do {
             let result = try body(tx)
             try conn.run("COMMIT")
@@ -127,6 +158,29 @@ public final class Database: Sendable {
             if error.message == SQLiteError.diskFullMessage { StoreHealth.shared.diskFull(path: path) }
             throw error
         }
+    }
+
+    /// Takes the writer for a write started on an I/O thread, only when that costs no real wait:
+    /// the writer is free, or held by a short write (see `write(short:)`) and free within a
+    /// millisecond, and the commit will not sync anything. Otherwise the write continues on a
+    /// worker.
+    private func lockInline() throws(ParseError) {
+        // The next commit starts the WAL over, which syncs its header to disk: a worker's job.
+        guard !wal.restartDue.load(ordering: .acquiring) else { throw InlineAttempt.continuesOnWorker }
+        guard lock.tryLock() || (wal.shortHold.load(ordering: .acquiring) && lock.lock(timeoutMillis: 1)) else {
+            throw InlineAttempt.continuesOnWorker
+        }
+    }
+
+    /// The end of a checkpoint round (see `Checkpointer`): under the writer lock, copies what
+    /// was written since the round's unlocked part, so that the next write starts the WAL over.
+    func finishCheckpoint() {
+        guard !isClosed.load(ordering: .acquiring), lock.lock(timeoutMillis: options.writeLockTimeoutMillis) else { return }
+        defer { lock.unlock() }
+        var logFrames: Int32 = 0
+        var copied: Int32 = 0
+        let rc = sqlite3_wal_checkpoint_v2(writerBox.connection.handle, "main", SQLITE_CHECKPOINT_PASSIVE, &logFrames, &copied)
+        if rc == SQLITE_OK, logFrames > 0, copied == logFrames { wal.restartDue.store(true, ordering: .releasing) }
     }
 
     /// The write transaction the calling thread holds on this database, if any.
@@ -209,7 +263,7 @@ public final class Database: Sendable {
     // MARK: Maintenance
 
     /// Checkpoints the WAL into the main file and truncates it (`PRAGMA wal_checkpoint(TRUNCATE)`).
-    /// Raises the writer's page cache to `options.bulkWriterCacheKiB` and its checkpoint
+    /// Raises the writer's page cache to `options.bulkWriterCacheKiB` and the checkpoint thread's
     /// threshold to `options.bulkWALAutocheckpointPages` while bulk work (a job) runs;
     /// `endBulkWork` lowers both again, releases the pages and checkpoints what the WAL holds
     /// when the last one ends (so the next ordinary commit does not pay for it). Nested and
@@ -219,7 +273,10 @@ public final class Database: Sendable {
             n += 1
             return n == 1
         }
-        if first { setWriterTuning(cacheKiB: options.bulkWriterCacheKiB, autocheckpoint: options.bulkWALAutocheckpointPages, ending: false) }
+        if first {
+            wal.threshold.store(max(options.checkpointFrames, options.bulkWALAutocheckpointPages), ordering: .releasing)
+            setWriterTuning(cacheKiB: options.bulkWriterCacheKiB, ending: false)
+        }
     }
 
     public func endBulkWork() {
@@ -227,17 +284,19 @@ public final class Database: Sendable {
             n = max(0, n - 1)
             return n == 0
         }
-        if last { setWriterTuning(cacheKiB: options.writer.cacheSizeKiB, autocheckpoint: Self.defaultAutocheckpointPages, ending: true) }
+        if last {
+            wal.threshold.store(max(1, options.checkpointFrames), ordering: .releasing)
+            setWriterTuning(cacheKiB: options.writer.cacheSizeKiB, ending: true)
+        }
     }
 
-    /// SQLite's default `wal_autocheckpoint`.
-    static let defaultAutocheckpointPages = 1000
-
-    private func setWriterTuning(cacheKiB kib: Int, autocheckpoint pages: Int, ending: Bool) {
+    /// The checkpoint size is the checkpoint thread's threshold (`WALState`), never SQLite's
+    /// `wal_autocheckpoint` pragma: that pragma installs SQLite's own WAL hook in place of ours,
+    /// which would bring checkpoints back into commits for good.
+    private func setWriterTuning(cacheKiB kib: Int, ending: Bool) {
         do {
             try write { (tx) throws(ParseError) in
-                try tx.connection.execute("PRAGMA cache_size=-\(kib); PRAGMA wal_autocheckpoint=\(pages)"
-                                          + (ending ? "; PRAGMA shrink_memory" : ""))
+                try tx.connection.execute("PRAGMA cache_size=-\(kib)" + (ending ? "; PRAGMA shrink_memory" : ""))
             }
             guard ending else { return }
             // Outside a transaction (a checkpoint cannot run inside one), under the writer lock;
@@ -282,6 +341,7 @@ public final class Database: Sendable {
     /// Checkpoints and closes every connection. Call at shutdown, once no thread reads or writes.
     public func close() {
         guard !isClosed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        wal.checkpointer.stop()
         if lock.lock(timeoutMillis: options.writeLockTimeoutMillis) {
             _ = try? writerBox.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             writerBox.connection.close()
@@ -291,6 +351,37 @@ public final class Database: Sendable {
     }
 
     public var closed: Bool { isClosed.load(ordering: .acquiring) }
+
+    /// The WAL size (frames) from which a commit asks the checkpoint thread for a round now.
+    public var checkpointThresholdFrames: Int { wal.threshold.load(ordering: .acquiring) }
+}
+
+/// The WAL size that calls for a checkpoint, the thread that runs them, and whether the writer
+/// is held by a write known to be short (one object's insert, update or delete without
+/// triggers: tens of microseconds).
+final class WALState: Sendable {
+    /// Frames from which a commit asks for a checkpoint: `checkpointFrames`, raised while bulk
+    /// work runs (`beginBulkWork`).
+    let threshold: Atomic<Int>
+    /// The WAL is all copied into the database file: the next commit starts it over.
+    let restartDue = Atomic<Bool>(false)
+    let shortHold = Atomic<Bool>(false)
+    let checkpointer: Checkpointer
+    init(threshold: Int, checkpointer: Checkpointer) {
+        self.threshold = Atomic(max(1, threshold))
+        self.checkpointer = checkpointer
+    }
+}
+
+/// Called by SQLite after each commit of the writer with the WAL's size in frames: asks the
+/// checkpoint thread for a round once it reaches the threshold.
+private let walHook: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, UnsafePointer<CChar>?, Int32) -> Int32 = {
+    ctx, _, _, frames in
+    guard let ctx else { return SQLITE_OK }
+    let wal = Unmanaged<WALState>.fromOpaque(ctx).takeUnretainedValue()
+    wal.restartDue.store(false, ordering: .releasing)
+    if Int(frames) >= wal.threshold.load(ordering: .acquiring) { wal.checkpointer.request() }
+    return SQLITE_OK
 }
 
 private struct WeakContext {

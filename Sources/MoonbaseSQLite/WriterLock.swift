@@ -32,6 +32,9 @@ final class WriterLock: @unchecked Sendable {
         return pthread_mutex_timedlock(mutex, &ts) == 0
     }
 
+    /// Locks only if the mutex is free at once.
+    func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
+
     func unlock() { pthread_mutex_unlock(mutex) }
 }
 

@@ -9,7 +9,7 @@ import MoonbaseStore
 enum ClassesEndpoints {
     static func routes(_ s: Services) -> [(String, String, Endpoint)] {
         [
-            ("POST", "/parse/classes/:className", Endpoint("classes.create", access: .app) { req throws(ParseError) in
+            ("POST", "/parse/classes/:className", Endpoint("classes.create", access: .app, attemptable: true) { req throws(ParseError) in
                 let className = req.param("className")
                 req.target = .class(className)
                 let body = try req.jsonBody()

@@ -83,6 +83,22 @@ public final class API: HTTPHandler {
         guard let note = request.note as? RoutedNote, let m = note.match, m.value.attemptable else { return false }
         if request.header("x-parse-session-token") != nil || request.header("authorization") != nil { return false }
         if request.method != "GET", request.header("x-parse-request-id") != nil { return false }
+        if m.value.name == "classes.create" { return createsInline(m) }
+        return true
+    }
+
+    /// A create is attempted on the I/O thread when it can be: the SQLite writer (its database
+    /// calls do not leave the process), a class of the app (not `_User`, whose sign-up hashes a
+    /// password) without save triggers. The write itself takes the writer only if it is free
+    /// (see `Database.write`); otherwise the create continues on the worker.
+    func createsInline(_ m: RouteMatch<Endpoint>) -> Bool {
+        guard services.store is SQLiteDocumentStore else { return false }
+        var className = ""
+        for (k, v) in m.params where k == "className" { className = v }
+        guard let first = className.utf8.first, first != UInt8(ascii: "_") else { return false }
+        if let t = services.objects.triggers, t.hasTrigger(.beforeSave, className) || t.hasTrigger(.afterSave, className) {
+            return false
+        }
         return true
     }
 
@@ -91,14 +107,24 @@ public final class API: HTTPHandler {
     /// `log` call) and is suspended on that worker's VM; the worker then runs `handle`, which
     /// goes through the same steps and resumes the call where it stopped. Nothing the attempt
     /// did before that is visible: its quota unit is given back, and nothing is logged or counted.
-    public func attempt(_ request: HTTPRequest, seat: Int) -> HTTPResponse? {
-        WorkerSeat.borrowing(seat) {
-            services.cloud.attempting {
-                let r = respond(request, attempt: true)
-                if r != nil { services.cloud.discardPending() }
-                return r
+    public func attempt(_ request: HTTPRequest, seat: Int?) -> HTTPResponse? {
+        InlineAttempt.running {
+            // A create (no seat): nothing to resume; a worker runs it again from the start.
+            guard let seat else { return respond(request, attempt: true) }
+            return WorkerSeat.borrowing(seat) {
+                services.cloud.attempting {
+                    let r = respond(request, attempt: true)
+                    if r != nil { services.cloud.discardPending() }
+                    return r
+                }
             }
         }
+    }
+
+    /// Creates need no worker's VM (see `createsInline`).
+    public func attemptNeedsSeat(_ request: HTTPRequest) -> Bool {
+        guard let note = request.note as? RoutedNote, let m = note.match else { return true }
+        return m.value.name != "classes.create"
     }
 
     func respond(_ request: HTTPRequest, attempt: Bool) -> HTTPResponse? {
@@ -188,7 +214,7 @@ public final class API: HTTPHandler {
                 response = try endpoint.body(req)
             }
         } catch let e {
-            if attempt && LuaVM.isContinuesOnWorker(e) {
+            if attempt && (LuaVM.isContinuesOnWorker(e) || InlineAttempt.isContinuesOnWorker(e)) {
                 if let d = decision, charged { services.quota.refund(d) }
                 return nil
             }

@@ -141,12 +141,17 @@ final class ServerCore: Sendable {
             // a worker and back: attempt it on this thread as an idle worker (its VM); if it
             // cannot finish within its short budget it continues on that worker.
             var reserved: (index: Int, seat: Int)?
-            if handler.wantsAttempt(state.request), let w = pool.reserveIdle() {
-                if let r = handler.attempt(state.request, seat: w.seat) {
-                    pool.release(w.index)
-                    return answer(state, r, close: false)
+            if handler.wantsAttempt(state.request) {
+                if !handler.attemptNeedsSeat(state.request) {
+                    // No worker's VM needed (a create): whichever worker is free finishes it.
+                    if let r = handler.attempt(state.request, seat: nil) { return answer(state, r, close: false) }
+                } else if let w = pool.reserveIdle() {
+                    if let r = handler.attempt(state.request, seat: w.seat) {
+                        pool.release(w.index)
+                        return answer(state, r, close: false)
+                    }
+                    reserved = w
                 }
-                reserved = w
             }
             state.phase = .suspended
             state.countedSuspended = true

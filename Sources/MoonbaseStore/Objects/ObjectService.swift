@@ -33,6 +33,10 @@ public final class ObjectService: Sendable {
     public func create(_ className: String, _ body: JSONObject, caller: CallerContext) throws(ParseError) -> StoredObject {
         let identity = caller.identity
         let stored: StoredObject
+        if InlineAttempt.active, let t = triggers, t.hasTrigger(.beforeSave, className) || t.hasTrigger(.afterSave, className) {
+            // Triggers run Lua, which may wait: not on an I/O thread.
+            throw InlineAttempt.continuesOnWorker
+        }
         if let t = triggers, t.hasTrigger(.beforeSave, className) {
             try store.checkCLP(.create, className, identity)
             stored = try store.transaction { () throws(ParseError) -> StoredObject in

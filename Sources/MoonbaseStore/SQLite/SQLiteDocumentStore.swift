@@ -59,18 +59,20 @@ public final class SQLiteDocumentStore: DocumentStore {
 
     // MARK: objects
 
+    // One object's write, no Lua: short (see `Database.write(short:)`).
+
     public func insert(_ className: String, fields: JSONObject, acl: JSONValue? = nil, identity: Identity) throws(ParseError) -> StoredObject {
-        try database.write { (tx) throws(ParseError) in try tx.insert(className, fields: fields, acl: acl, identity: identity) }
+        try database.write(short: true) { (tx) throws(ParseError) in try tx.insert(className, fields: fields, acl: acl, identity: identity) }
     }
 
     public func update(_ className: String, objectId: String, changes: JSONObject, identity: Identity) throws(ParseError) -> StoredObject {
-        try database.write { (tx) throws(ParseError) in
+        try database.write(short: true) { (tx) throws(ParseError) in
             try tx.update(className, objectId: objectId, changes: changes, identity: identity)
         }
     }
 
     public func delete(_ className: String, objectId: String, identity: Identity) throws(ParseError) {
-        try database.write { (tx) throws(ParseError) in try tx.delete(className, objectId: objectId, identity: identity) }
+        try database.write(short: true) { (tx) throws(ParseError) in try tx.delete(className, objectId: objectId, identity: identity) }
     }
 
     public func get(_ className: String, objectId: String, identity: Identity) throws(ParseError) -> StoredObject? {

@@ -94,6 +94,12 @@ public final class SchemaCatalog: Sendable {
     @discardableResult
     func ensureFields(_ className: String, _ incoming: [(String, FieldInfo)], identity: Identity,
                       in tx: WriteTransaction) throws(ParseError) -> ClassSchema {
+        if InlineAttempt.active {
+            // A new class or field may build tables and indexes over every row: not on an I/O thread.
+            guard let known = schema(className), incoming.allSatisfy({ known.fields[$0.0] != nil }) else {
+                throw InlineAttempt.continuesOnWorker
+            }
+        }
         var s = try ensureClass(className, in: tx)
         let added = try s.addFields(incoming, identity: identity)
         guard !added.isEmpty else { return s }

@@ -1,0 +1,109 @@
+import CSQLite
+import MoonbaseCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Copies the WAL into the database file on a thread of its own (started on first use), so
+/// that no request waits for a checkpoint's writes and syncs: SQLite's automatic checkpoint ran
+/// them inside the commit that crossed the WAL size limit, on whichever thread committed.
+///
+/// A round, once a commit left the WAL at `Database.Options.checkpointFrames` or more: a PASSIVE
+/// checkpoint on the thread's own connection while writers go on (the bulk of the copying), then
+/// a second one under the writer lock (the few frames written meanwhile), after which the next
+/// write starts the WAL over. Readers still using old frames only delay that, as before.
+///
+/// `@unchecked Sendable`: every mutable field is guarded by `mutex`.
+final class Checkpointer: @unchecked Sendable {
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let cond: UnsafeMutablePointer<pthread_cond_t>
+    private var requested = false
+    private var stopping = false
+    private var started = false
+    private var exited = false
+    private let path: String
+    private var options: Connection.Options
+    /// The database whose writer finishes each round; set once, right after init.
+    weak var database: Database?
+
+    init(path: String, options: Connection.Options) {
+        self.path = path
+        self.options = options
+        // Checkpoints copy frames file to file: no page cache needed.
+        self.options.cacheSizeKiB = 64
+        mutex = .allocate(capacity: 1)
+        cond = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(cond, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(cond)
+        pthread_mutex_destroy(mutex)
+        cond.deallocate()
+        mutex.deallocate()
+    }
+
+    /// Asks for a round (called after a commit, under the writer lock: only signals).
+    func request() {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        guard !stopping else { return }
+        requested = true
+        if !started { started = start() }
+        pthread_cond_signal(cond)
+    }
+
+    /// Ends the thread after its current round (call before closing the writer).
+    func stop() {
+        pthread_mutex_lock(mutex)
+        stopping = true
+        pthread_cond_broadcast(cond)
+        while started && !exited { pthread_cond_wait(cond, mutex) }
+        pthread_mutex_unlock(mutex)
+    }
+
+    private func start() -> Bool {
+        let box = Unmanaged.passRetained(self).toOpaque()
+        var tid = pthread_t()
+        guard pthread_create(&tid, nil, { arg in
+            let me = Unmanaged<Checkpointer>.fromOpaque(arg!).takeRetainedValue()
+            me.run()
+            return nil
+        }, box) == 0 else {
+            Unmanaged<Checkpointer>.fromOpaque(box).release()
+            Log.warn("checkpoint thread not started: commits go on, the WAL is checkpointed at shutdown")
+            return false
+        }
+        pthread_detach(tid)
+        return true
+    }
+
+    private func run() {
+        var conn: Connection?
+        while true {
+            pthread_mutex_lock(mutex)
+            while !requested && !stopping { pthread_cond_wait(cond, mutex) }
+            if stopping {
+                exited = true
+                pthread_cond_broadcast(cond)
+                pthread_mutex_unlock(mutex)
+                break
+            }
+            requested = false
+            pthread_mutex_unlock(mutex)
+            guard let db = database else { continue }
+            if conn == nil {
+                do throws(ParseError) {
+                    conn = try Connection(path: path, options: options)
+                } catch {
+                    Log.warn("checkpoint connection: \(error.message)")
+                }
+            }
+            if let conn { _ = sqlite3_wal_checkpoint_v2(conn.handle, "main", SQLITE_CHECKPOINT_PASSIVE, nil, nil) }
+            db.finishCheckpoint()
+        }
+        conn?.close()
+    }
+}
