@@ -441,9 +441,10 @@ def test_public_url_is_used_for_location_and_files(server_factory):
 
 def test_concurrent_first_writes_agree_on_one_type(srv):
     """16 clients create a new class at once, half sending a String and half a Number for the
-    same new field: one type wins, the others get 111, and no stored row has the losing type."""
+    same new field: one type wins, the others get 111, and no stored row has the losing type.
+    (On PostgreSQL this once deadlocked about one round in 30: the rounds are many.)"""
     import threading
-    for _ in range(3):
+    for _ in range(8):
         c = cls("Race")
         results = []
 
@@ -458,7 +459,7 @@ def test_concurrent_first_writes_agree_on_one_type(srv):
             t.start()
         for t in threads:
             t.join(timeout=60)
-        assert sorted(results).count((201, None)) == 8 and results.count((400, 111)) == 8, results
+        assert sorted(results).count((201, None)) == 8 and results.count((400, 111)) == 8, json.dumps(sorted(results))
         rows = find(srv, c)["results"]
         assert len(rows) == 8 and len({type(o["f"]) for o in rows}) == 1
         fields = srv.req("GET", f"/parse/schemas/{c}", master=True).json()["fields"]

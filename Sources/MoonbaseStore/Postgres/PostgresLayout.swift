@@ -47,11 +47,20 @@ public enum PostgresLayout {
     /// open. Two hosts creating the same class at once would collide inside PostgreSQL's
     /// catalogue (`CREATE TABLE IF NOT EXISTS` is not atomic against itself): a per-class
     /// advisory lock makes the second wait and then find the table.
+    ///
+    /// The one that waited runs no DDL at all: the creator held the lock until it committed, so
+    /// the table is visible, and even a no-op `CREATE INDEX IF NOT EXISTS` takes a SHARE lock on
+    /// the table until the end of the caller's transaction (a whole request), which blocks every
+    /// other writer of the class. A writer holding the class's schema row (adding a field) then
+    /// waited for that lock while this transaction waited for the schema row: a deadlock, seen
+    /// as one of 16 concurrent first writes to a new class answered 500.
     public static func ensureClassTable(_ className: String, pool: PGPool) throws(ParseError) {
         let ddl = try classTableDDL(className)
         try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) in
             try tx.connection.execute("SELECT pg_advisory_xact_lock($1::int, hashtext($2))",
                                       [.integer(classLockSpace), .text(className)])
+            let exists = try tx.connection.execute("SELECT to_regclass($1) IS NOT NULL", [.text(Naming.table(className))]).scalar
+            if case .bool(true)? = exists { return }
             try tx.connection.executeScript(ddl)
         }
     }
