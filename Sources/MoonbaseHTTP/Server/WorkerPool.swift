@@ -47,7 +47,8 @@ struct PoolStatus: Sendable {
 /// Growth and priority (when `maxWorkers` > `workers`): a job that has run `longJobNanos` is
 /// long. While every worker runs a long job and jobs wait, the monitor starts an extra worker
 /// (up to `maxLive`; extras exit after `extraIdleNanos` idle), and it lowers the CPU priority of
-/// each worker on a long job (nice `longJobNice`, that thread only), so that on a busy CPU the
+/// each worker whose job has also used `longJobNanos` of CPU (nice `longJobNice`, that thread
+/// only), so that on a busy CPU the
 /// short requests of the extra workers and the I/O threads go first: with as many scripts
 /// spinning as there are workers and the cores all taken, a spinner at nice 0 could hold a
 /// woken request thread off the CPU for a whole scheduler slice at each of its hand-offs. After
@@ -102,6 +103,9 @@ final class WorkerPool: @unchecked Sendable {
     private var tids: [Int32]
     /// Indices whose thread runs at `longJobNice` (set and cleared with `mutex` held).
     private var demoted: [Bool]
+    /// Per index: the job (its start time) whose thread's CPU clock was read, that reading, when,
+    /// and what the job looked like since (monitor thread only, mutex held).
+    private var cpuBaseline: [(job: UInt64, cpu: UInt64, wall: UInt64, kind: JobCPU)]
     private var freeIndices: [Int] = []
     private var live = 0
     private var stuckCount = 0
@@ -176,6 +180,7 @@ final class WorkerPool: @unchecked Sendable {
         abandoned = Array(repeating: false, count: capacity)
         tids = Array(repeating: 0, count: capacity)
         demoted = Array(repeating: false, count: capacity)
+        cpuBaseline = Array(repeating: (0, 0, 0, .unknown), count: capacity)
         slots = (0..<capacity).map { _ in JobSlot() }
         freeIndices = Array((count..<capacity).reversed())
         idle.reserveCapacity(capacity)
@@ -506,6 +511,9 @@ final class WorkerPool: @unchecked Sendable {
         for i in 0..<threads.count where threads[i] != nil && !abandoned[i] {
             let t = slots[i].startedAt.load(ordering: .relaxed)
             guard running[i] != nil, t != 0, now > t &+ WorkerPool.longJobNanos else { return }
+            // Only a job the monitor found spinning or waiting (not one merely queued for a
+            // saturated CPU: another thread would not make it go faster).
+            guard cpuBaseline[i].job == t, cpuBaseline[i].kind == .spinning || cpuBaseline[i].kind == .waiting else { return }
         }
         guard let fresh = freeIndices.popLast() else { return }
         if spawn(index: fresh) != nil {
@@ -515,14 +523,45 @@ final class WorkerPool: @unchecked Sendable {
         extra[fresh] = true
     }
 
-    /// Lowers the priority of each worker whose job has run `longJobNanos` (mutex held, so the
-    /// worker cannot finish the job and run a short one between the check and the call).
+    /// Sorts each long job by how it used the CPU since the monitor first saw it long, and
+    /// lowers the priority of the spinning ones (mutex held, so the worker cannot finish the job
+    /// and run a short one between the check and the call).
+    ///
+    /// A job past `longJobNanos` on the clock gets its thread's CPU clock read as a baseline;
+    /// after another `longJobNanos` the share of that time it ran on a CPU says what it is:
+    /// spinning (≥ 1/2: it is demoted, and the pool may grow past it), waiting on something else
+    /// (≤ 1/20: a slow HTTP call or lock; the pool may grow), or sharing a saturated CPU with
+    /// other runnable threads (in between: neither). Time on the job alone misread the last case:
+    /// under a load of short calls on busy cores every call takes milliseconds while using
+    /// microseconds of CPU, and growing and demoting for them fed on itself (W1 with 10 reads per
+    /// call went from 80 to 130–600 µs of CPU per request within a minute).
     private func demoteLongJobs(now: UInt64) {
-        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && !demoted[i] && running[i] != nil {
+        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && running[i] != nil {
             let t = slots[i].startedAt.load(ordering: .relaxed)
-            guard t != 0, now > t &+ WorkerPool.longJobNanos, tids[i] != 0 else { continue }
-            if mb_set_thread_nice(tids[i], WorkerPool.longJobNice) == 0 { demoted[i] = true }
+            guard t != 0, now > t &+ WorkerPool.longJobNanos, tids[i] != 0, let thread = threads[i] else { continue }
+            guard let cpu = threadCPUNanos(thread) else { continue }
+            if cpuBaseline[i].job != t {
+                cpuBaseline[i] = (t, cpu, now, .unknown)
+                continue
+            }
+            let wall = now &- cpuBaseline[i].wall
+            guard wall >= WorkerPool.longJobNanos else { continue }
+            let used = cpu &- cpuBaseline[i].cpu
+            let kind: JobCPU = used * 2 >= wall ? .spinning : (used * 20 <= wall ? .waiting : .sharing)
+            cpuBaseline[i].kind = kind
+            if kind == .spinning && !demoted[i] && mb_set_thread_nice(tids[i], WorkerPool.longJobNice) == 0 {
+                demoted[i] = true
+            }
         }
+    }
+
+    /// CPU time used so far by a thread of this process (nil when it cannot be read).
+    private func threadCPUNanos(_ thread: pthread_t) -> UInt64? {
+        var clock = clockid_t()
+        guard pthread_getcpuclockid(thread, &clock) == 0 else { return nil }
+        var ts = timespec()
+        guard clock_gettime(clock, &ts) == 0 else { return nil }
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
     /// Takes extra workers idle for `extraIdleNanos` off `idle` and marks them to exit (mutex
@@ -614,6 +653,11 @@ private let monitorMain: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMuta
     let ctx = Unmanaged<WorkerContext>.fromOpaque(raw!).takeRetainedValue()
     ctx.pool.monitorLoop()
     return nil
+}
+
+/// How a long job used the CPU since the monitor first saw it long (`demoteLongJobs`).
+private enum JobCPU {
+    case unknown, spinning, waiting, sharing
 }
 
 /// A growable ring buffer FIFO (no per-push allocation once warm).
