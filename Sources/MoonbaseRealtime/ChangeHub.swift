@@ -81,17 +81,10 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         pthread_mutex_init(mutex, nil)
         pthread_cond_init(cond, nil)
         handled.store(try store.changeFeedHead(), ordering: .releasing)
-        let box = Unmanaged.passRetained(self).toOpaque()
-        var tid = pthread_t()
-        if pthread_create(&tid, nil, { arg in
-            let hub = Unmanaged<ChangeHub>.fromOpaque(arg!).takeRetainedValue()
-            hub.run()
-            return nil
-        }, box) != 0 {
-            Unmanaged<ChangeHub>.fromOpaque(box).release()
+        let hub = self
+        guard spawnThread({ hub.run() }) else {
             throw ParseError.internalError("cannot start the realtime delivery thread")
         }
-        pthread_detach(tid)
     }
 
     /// Stops the delivery thread (pending changes are dropped).

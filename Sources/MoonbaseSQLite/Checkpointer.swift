@@ -65,18 +65,11 @@ final class Checkpointer: @unchecked Sendable {
     }
 
     private func start() -> Bool {
-        let box = Unmanaged.passRetained(self).toOpaque()
-        var tid = pthread_t()
-        guard pthread_create(&tid, nil, { arg in
-            let me = Unmanaged<Checkpointer>.fromOpaque(arg!).takeRetainedValue()
-            me.run()
-            return nil
-        }, box) == 0 else {
-            Unmanaged<Checkpointer>.fromOpaque(box).release()
+        let me = self
+        guard spawnThread({ me.run() }) else {
             Log.warn("checkpoint thread not started: commits go on, the WAL is checkpointed at shutdown")
             return false
         }
-        pthread_detach(tid)
         return true
     }
 

@@ -12,6 +12,10 @@ private final class Tally: @unchecked Sendable {
     let workers = Mutex<Set<Int>>([])
     /// Nice values seen by `NiceJob`s, in run order.
     let nices = Mutex<[Int32]>([])
+    /// `CPUJob`s that took longer than the pool's long-job time on the clock.
+    let long = Atomic<Int>(0)
+    /// Tells `SpinJob`s and test threads to stop.
+    let stop = Atomic<Bool>(false)
 
     func waitForRuns(_ n: Int, millis: Int = 10_000) -> Bool {
         for _ in 0..<millis {
@@ -74,6 +78,40 @@ private final class NiceJob: WorkItem, @unchecked Sendable {
         }
         let nice = WorkerPool.currentThreadNice()
         tally.nices.withLock { $0.append(nice) }
+        tally.ran.add(1, ordering: .relaxed)
+    }
+    func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
+    func abandon(shuttingDown: Bool) { tally.abandoned.add(1, ordering: .relaxed) }
+}
+
+/// Spins until its tally's `stop` is set (or 10 s pass), then counts its run.
+private final class SpinJob: WorkItem, @unchecked Sendable {
+    // @unchecked: `tally` is thread-safe.
+    let tally: Tally
+    init(_ tally: Tally) { self.tally = tally }
+    func run(workerIndex: Int) {
+        let end = monotonicNanosForTest() + 10_000_000_000
+        while !tally.stop.load(ordering: .relaxed) && monotonicNanosForTest() < end {}
+        tally.ran.add(1, ordering: .relaxed)
+    }
+    func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
+    func abandon(shuttingDown: Bool) { tally.abandoned.add(1, ordering: .relaxed) }
+}
+
+/// Uses `cpuMicros` of its thread's CPU time, then counts its run and whether it took more
+/// than the pool's long-job time on the clock.
+private final class CPUJob: WorkItem, @unchecked Sendable {
+    // @unchecked: `tally` is thread-safe, `cpuMicros` immutable.
+    let tally: Tally
+    let cpuMicros: UInt64
+    init(_ tally: Tally, cpuMicros: UInt64) {
+        self.tally = tally
+        self.cpuMicros = cpuMicros
+    }
+    func run(workerIndex: Int) {
+        let wall0 = monotonicNanosForTest(), cpu0 = threadCPUNanosForTest()
+        while threadCPUNanosForTest() - cpu0 < cpuMicros * 1_000 {}
+        if monotonicNanosForTest() - wall0 > WorkerPool.longJobNanos { tally.long.add(1, ordering: .relaxed) }
         tally.ran.add(1, ordering: .relaxed)
     }
     func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
@@ -198,6 +236,55 @@ struct WorkerPoolTests {
         #expect(pool.submit(NiceJob(tally, waitForNice: nil)))
         #expect(tally.waitForRuns(2))
         #expect(tally.nices.withLock { $0 } == [WorkerPool.longJobNice, 0])
+        pool.stop()
+    }
+
+    /// Scripts spinning on more workers than there are cores each get a fraction of a CPU, yet
+    /// the pool must still see them as spinning and start a worker for the job behind them (the
+    /// first CPU-share rule took them for calls sharing a busy CPU, and the job waited for a
+    /// spin to end).
+    @Test func spinnersOutnumberingTheCoresStillLetTheNextJobThrough() throws {
+        let cores = max(1, min(4, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+        let n = 4 * cores
+        let pool = try WorkerPool(workers: n, maxQueued: 64, maxWorkers: n + 1)
+        let spins = Tally(), next = Tally()
+        for _ in 0..<n { #expect(pool.submit(SpinJob(spins))) }
+        usleep(20_000)
+        let t0 = monotonicNanosForTest()
+        #expect(pool.submit(TallyJob(next)))
+        let ran = next.waitForRuns(1, millis: 5_000)
+        let waitedMillis = (monotonicNanosForTest() - t0) / 1_000_000
+        spins.stop.store(true, ordering: .relaxed)
+        #expect(ran, "the job behind \(n) spinners on \(cores) cores waited \(waitedMillis) ms")
+        #expect(spins.waitForRuns(n))
+        pool.stop()
+    }
+
+    /// Short jobs that take long on the clock only because every core is busy must not make the
+    /// pool grow (another thread would not make them faster, and growing fed on itself: more
+    /// threads, longer waits, more growth).
+    @Test func shortJobsOnSaturatedCoresDoNotGrowThePool() throws {
+        let cores = max(1, min(4, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))))
+        let pool = try WorkerPool(workers: 2, maxQueued: 64, maxWorkers: 4)
+        let tally = Tally()
+        let hogs = (0..<(4 * cores)).map { _ in
+            Thread { while !tally.stop.load(ordering: .relaxed) {} }
+        }
+        var submitted = 0, most = 0
+        let end = monotonicNanosForTest() + 1_500_000_000
+        while monotonicNanosForTest() < end {
+            while pool.queued < 4 {
+                #expect(pool.submit(CPUJob(tally, cpuMicros: 600)))
+                submitted += 1
+            }
+            most = max(most, pool.status().workers)
+            usleep(500)
+        }
+        tally.stop.store(true, ordering: .relaxed)
+        for h in hogs { h.join() }
+        #expect(tally.waitForRuns(submitted))
+        #expect(tally.long.load(ordering: .relaxed) > 0, "no job ran long on the clock: the cores were not saturated")
+        #expect(most == 2, "the pool grew to \(most) workers for short jobs on busy cores")
         pool.stop()
     }
 
@@ -340,5 +427,11 @@ struct WorkerPoolBackstopTests {
 private func monotonicNanosForTest() -> UInt64 {
     var ts = timespec()
     clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+private func threadCPUNanosForTest() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts)
     return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }

@@ -153,7 +153,7 @@ public final class RealtimeService: Sendable {
     public func start() {
         guard !started.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let me = self
-        spawnThread { me.housekeeping() }
+        if !spawnThread({ me.housekeeping() }) { Log.error("cannot start a realtime thread") }
     }
 
     /// Ends every SSE stream and stops the background work.
@@ -283,23 +283,4 @@ final class SSESink: EventSink, Sendable {
     }
 
     func keepAlive() { stream.write(Array(": keep-alive\n\n".utf8)) }
-}
-
-/// Starts a detached pthread (the realtime housekeeping; signals unblocked as inherited).
-func spawnThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box: Sendable {
-        let run: @Sendable () -> Void
-        init(_ r: @escaping @Sendable () -> Void) { run = r }
-    }
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    var tid = pthread_t()
-    if pthread_create(&tid, nil, { arg in
-        Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue().run()
-        return nil
-    }, box) == 0 {
-        pthread_detach(tid)
-    } else {
-        Unmanaged<Box>.fromOpaque(box).release()
-        Log.error("cannot start a realtime thread")
-    }
 }

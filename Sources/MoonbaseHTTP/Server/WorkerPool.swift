@@ -45,9 +45,11 @@ struct PoolStatus: Sendable {
 /// exchange). Jobs still start on any free worker, so a long job holds one worker only.
 ///
 /// Growth and priority (when `maxWorkers` > `workers`): a job that has run `longJobNanos` is
-/// long. While every worker runs a long job and jobs wait, the monitor starts an extra worker
-/// (up to `maxLive`; extras exit after `extraIdleNanos` idle), and it lowers the CPU priority of
-/// each worker whose job has also used `longJobNanos` of CPU (nice `longJobNice`, that thread
+/// long, and the monitor watches what its thread does (`demoteLongJobs`): spinning (it has used
+/// `spinCPUNanos` of CPU since), waiting on something else (asleep most of the time), or sharing
+/// a saturated CPU. While every worker runs a long job that spins or waits and jobs are queued,
+/// the monitor starts an extra worker (up to `maxLive`; extras exit after `extraIdleNanos`
+/// idle), and it lowers the CPU priority of each spinning one (nice `longJobNice`, that thread
 /// only), so that on a busy CPU the
 /// short requests of the extra workers and the I/O threads go first: with as many scripts
 /// spinning as there are workers and the cores all taken, a spinner at nice 0 could hold a
@@ -103,9 +105,9 @@ final class WorkerPool: @unchecked Sendable {
     private var tids: [Int32]
     /// Indices whose thread runs at `longJobNice` (set and cleared with `mutex` held).
     private var demoted: [Bool]
-    /// Per index: the job (its start time) whose thread's CPU clock was read, that reading, when,
-    /// and what the job looked like since (monitor thread only, mutex held).
-    private var cpuBaseline: [(job: UInt64, cpu: UInt64, wall: UInt64, kind: JobCPU)]
+    /// Per index: how the monitor sees the long job running there (monitor thread only, mutex
+    /// held).
+    private var watch: [LongJob]
     private var freeIndices: [Int] = []
     private var live = 0
     private var stuckCount = 0
@@ -132,8 +134,8 @@ final class WorkerPool: @unchecked Sendable {
     let maxLive: Int
     /// The nice value of a worker on a long job (growing pools only).
     static let longJobNice: Int32 = 10
-    /// Threads that left after a long job because their priority could not be raised back.
-    let demotedExits = Atomic<Int>(0)
+    /// CPU time on one long job past which it counts as spinning (a short call uses ~0.1 ms).
+    static let spinCPUNanos: UInt64 = 1_000_000
     /// The calling thread's nice value (tests, diagnostics).
     static func currentThreadNice() -> Int32 { Int32(mb_thread_nice()) }
 
@@ -180,7 +182,7 @@ final class WorkerPool: @unchecked Sendable {
         abandoned = Array(repeating: false, count: capacity)
         tids = Array(repeating: 0, count: capacity)
         demoted = Array(repeating: false, count: capacity)
-        cpuBaseline = Array(repeating: (0, 0, 0, .unknown), count: capacity)
+        watch = Array(repeating: LongJob(), count: capacity)
         slots = (0..<capacity).map { _ in JobSlot() }
         freeIndices = Array((count..<capacity).reversed())
         idle.reserveCapacity(capacity)
@@ -409,7 +411,6 @@ final class WorkerPool: @unchecked Sendable {
                         live -= 1
                         vacate(index)
                         pthread_mutex_unlock(mutex)
-                        demotedExits.add(1, ordering: .relaxed)
                         pthread_detach(pthread_self())
                         return
                     }
@@ -513,7 +514,7 @@ final class WorkerPool: @unchecked Sendable {
             guard running[i] != nil, t != 0, now > t &+ WorkerPool.longJobNanos else { return }
             // Only a job the monitor found spinning or waiting (not one merely queued for a
             // saturated CPU: another thread would not make it go faster).
-            guard cpuBaseline[i].job == t, cpuBaseline[i].kind == .spinning || cpuBaseline[i].kind == .waiting else { return }
+            guard watch[i].job == t, watch[i].kind == .spinning || watch[i].kind == .waiting else { return }
         }
         guard let fresh = freeIndices.popLast() else { return }
         if spawn(index: fresh) != nil {
@@ -523,45 +524,62 @@ final class WorkerPool: @unchecked Sendable {
         extra[fresh] = true
     }
 
-    /// Sorts each long job by how it used the CPU since the monitor first saw it long, and
+    /// Sorts each long job by what its thread did since the monitor first saw it long, and
     /// lowers the priority of the spinning ones (mutex held, so the worker cannot finish the job
     /// and run a short one between the check and the call).
     ///
-    /// A job past `longJobNanos` on the clock gets its thread's CPU clock read as a baseline;
-    /// after another `longJobNanos` the share of that time it ran on a CPU says what it is:
-    /// spinning (≥ 1/2: it is demoted, and the pool may grow past it), waiting on something else
-    /// (≤ 1/20: a slow HTTP call or lock; the pool may grow), or sharing a saturated CPU with
-    /// other runnable threads (in between: neither). Time on the job alone misread the last case:
-    /// under a load of short calls on busy cores every call takes milliseconds while using
-    /// microseconds of CPU, and growing and demoting for them fed on itself (W1 with 10 reads per
-    /// call went from 80 to 130–600 µs of CPU per request within a minute).
+    /// A job past `longJobNanos` on the clock gets its thread's scheduler counters read as a
+    /// baseline (time on a CPU, time runnable but waiting for one); from then on:
+    /// - **spinning** once it has run `spinCPUNanos` on a CPU since: it is demoted, and the pool
+    ///   may grow past it. Counted in CPU time, not as a share of the wall clock: four scripts
+    ///   spinning on two busy cores each get well under half a CPU, yet each piles up
+    ///   milliseconds, while a short call waiting its turn on a saturated CPU uses only its own
+    ///   ~100 µs however long it waits. Once spinning, always spinning (no more reads).
+    /// - **waiting** when, after another `longJobNanos`, it spent at most a quarter of that time
+    ///   on a CPU or queued for one and is not runnable now: it sleeps on something else (an
+    ///   outbound HTTP call, the writer lock), so another worker can use the CPU meanwhile and
+    ///   the pool may grow. (The kernel adds a wait for a CPU to the counters only when the
+    ///   thread gets one: a thread queued all along looks idle by them, but runnable by state.)
+    /// - otherwise **sharing** a saturated CPU with other runnable threads: neither, since
+    ///   another thread would not make anything faster. Growing and demoting for those fed on
+    ///   itself: under a load of short calls on busy cores every call takes milliseconds, and W1
+    ///   with 10 reads per call went from 80 to 130–600 µs of CPU per request within a minute.
+    ///   Looked at again `longJobNanos` later.
     private func demoteLongJobs(now: UInt64) {
         for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && running[i] != nil {
             let t = slots[i].startedAt.load(ordering: .relaxed)
-            guard t != 0, now > t &+ WorkerPool.longJobNanos, tids[i] != 0, let thread = threads[i] else { continue }
-            guard let cpu = threadCPUNanos(thread) else { continue }
-            if cpuBaseline[i].job != t {
-                cpuBaseline[i] = (t, cpu, now, .unknown)
+            guard t != 0, now > t &+ WorkerPool.longJobNanos, tids[i] != 0 else { continue }
+            if watch[i].job == t && (watch[i].kind == .spinning || now < watch[i].nextLook) { continue }
+            guard let times = threadTimes(i) else { continue }
+            if watch[i].job != t {
+                watch[i] = LongJob(job: t, ran: times.ran, queued: times.queued, since: now, nextLook: now, kind: .unknown)
                 continue
             }
-            let wall = now &- cpuBaseline[i].wall
-            guard wall >= WorkerPool.longJobNanos else { continue }
-            let used = cpu &- cpuBaseline[i].cpu
-            let kind: JobCPU = used * 2 >= wall ? .spinning : (used * 20 <= wall ? .waiting : .sharing)
-            cpuBaseline[i].kind = kind
-            if kind == .spinning && !demoted[i] && mb_set_thread_nice(tids[i], WorkerPool.longJobNice) == 0 {
-                demoted[i] = true
+            let wall = now &- watch[i].since
+            let ran = times.ran &- watch[i].ran
+            if ran >= WorkerPool.spinCPUNanos {
+                watch[i].kind = .spinning
+                if !demoted[i] && mb_set_thread_nice(tids[i], WorkerPool.longJobNice) == 0 { demoted[i] = true }
+            } else if wall >= WorkerPool.longJobNanos, let queued = times.queued {
+                let busy = ran &+ (queued &- (watch[i].queued ?? queued))
+                let asleep = busy * 4 <= wall && mb_thread_state(tids[i]) != UInt8(ascii: "R")
+                watch[i].kind = asleep ? .waiting : .sharing
+                if watch[i].kind == .sharing { watch[i].nextLook = now &+ WorkerPool.longJobNanos }
             }
         }
     }
 
-    /// CPU time used so far by a thread of this process (nil when it cannot be read).
-    private func threadCPUNanos(_ thread: pthread_t) -> UInt64? {
+    /// A worker thread's time on a CPU and, where the kernel reports it, time runnable but
+    /// waiting for a CPU (nil when neither can be read).
+    private func threadTimes(_ i: Int) -> (ran: UInt64, queued: UInt64?)? {
+        var run: UInt64 = 0, wait: UInt64 = 0
+        if mb_thread_schedstat(tids[i], &run, &wait) == 0 { return (run, wait) }
+        guard let thread = threads[i] else { return nil }
         var clock = clockid_t()
         guard pthread_getcpuclockid(thread, &clock) == 0 else { return nil }
         var ts = timespec()
         guard clock_gettime(clock, &ts) == 0 else { return nil }
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+        return (UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec), nil)
     }
 
     /// Takes extra workers idle for `extraIdleNanos` off `idle` and marks them to exit (mutex
@@ -655,8 +673,19 @@ private let monitorMain: @convention(c) (UnsafeMutableRawPointer?) -> UnsafeMuta
     return nil
 }
 
-/// How a long job used the CPU since the monitor first saw it long (`demoteLongJobs`).
-private enum JobCPU {
+/// What the monitor knows of one long job (`demoteLongJobs`): the job (its start time), its
+/// thread's counters when first seen long, when, when to look again, and the verdict so far.
+private struct LongJob {
+    var job: UInt64 = 0
+    var ran: UInt64 = 0
+    var queued: UInt64? = nil
+    var since: UInt64 = 0
+    var nextLook: UInt64 = 0
+    var kind: JobKind = .unknown
+}
+
+/// How a long job uses its thread (`demoteLongJobs`).
+private enum JobKind {
     case unknown, spinning, waiting, sharing
 }
 
