@@ -324,10 +324,15 @@ def test_cloud_code_shows_handlers_calls_logs_and_error_file_line(app_server, br
     assert f"dash_errors.lua:{BROKEN_LINE}:" in err
     # The request's logs: its print, its warning and the error, all with the request id.
     d.find_element(By.CSS_SELECTOR, f"a[href='#cloud/{rid}']").click()
-    logs = wait(lambda: (t := d.find_element(By.CSS_SELECTOR, ".logs").text) and "still going" in t and t, what="request logs")
+    # Until the request's screen has replaced the previous one, `.logs` is still the unfiltered
+    # view (which also shows "still going"): wait for the filtered one, whose every line is the
+    # request's (a filter that let other lines through never gets there).
+    def request_logs():
+        t = d.find_element(By.CSS_SELECTOR, ".logs").text
+        return t if "still going" in t and all(f"[{rid}]" in line for line in t.splitlines()) else None
+    logs = wait(request_logs, what="the request's logs, and only its")
     assert "about to break\t7" in logs or "about to break 7" in logs
     assert f"dash_errors.lua:{BROKEN_LINE}:" in logs and f"[{rid}]" in logs
-    assert all(f"[{rid}]" in line for line in logs.splitlines())
     # A file's source is one click away.
     d.find_element(By.XPATH, "//button[text()='dash_errors.lua']").click()
     wait(lambda: "brokenThing" in d.find_element(By.CSS_SELECTOR, "pre.code").text, what="file source")
