@@ -116,6 +116,24 @@ public enum PostgresMigrator {
         CREATE TABLE IF NOT EXISTS _mb_code(id int PRIMARY KEY CHECK (id = 1), version bigint NOT NULL,
           files text NOT NULL, at bigint NOT NULL);
         """,
+        // 6: the geo cell index (grid cell of the point, createdAt, objectId) of every GeoPoint
+        // field of a class made before it existed (new fields get theirs with the GiST index:
+        // PostgresLayout.geoIndexDDL and geoCellExpr, whose expression this must spell the same
+        // way for queries to use it). Writes to the class wait while its index is built.
+        """
+        DO $$
+        DECLARE r record;
+        BEGIN
+          FOR r IN SELECT s.className AS cls, f.key AS field
+                   FROM _mb_schema s, jsonb_each(s.fields::jsonb) f
+                   WHERE f.value ->> 'type' = 'GeoPoint' AND to_regclass(format('%I', s.className)) IS NOT NULL LOOP
+            EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %I ((floor(((data #>> %L)::float8 + 90) * 20)::int8 * 8192 '
+                           '+ floor(((data #>> %L)::float8 + 180) * 20)::int8), createdAt, objectId COLLATE "C")',
+                           r.cls || '__geocell__' || r.field, r.cls,
+                           '{' || r.field || ',latitude}', '{' || r.field || ',longitude}');
+          END LOOP;
+        END $$;
+        """,
     ]
 
     /// Applies the steps the database has not seen yet, in one transaction, and returns the

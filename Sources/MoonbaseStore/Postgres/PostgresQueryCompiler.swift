@@ -221,27 +221,44 @@ extension QueryCompiler {
 
     /// `$nearSphere`, `$within`, `$geoWithin` on PostgreSQL from the shared filter: a box is its
     /// own exact test; a cap is its bounding boxes AND the haversine distance. The boxes are
-    /// spelled on the stored coordinates, so a B-tree index on the latitude expression applies.
-    /// The top-level filter is recorded for nearest-first order.
+    /// spelled on the stored coordinates, so the field's GiST index applies.
+    ///
+    /// The top-level filter (not a polygon, whose bounding box is no area of its own) is recorded
+    /// for nearest-first order and for the geo cell plan (`PostgresGeoCells`), with its exact
+    /// test in PostgreSQL's spelling (`exactSQL`, no GiST prefilter) and its circle.
     func pgGeo(_ g: GeoFilter, op: String, isPolygon: Bool, depth: Int, state: State) throws(ParseError) -> Frag {
         let (lat, lng) = Self.pgLatLng(g.field)
-        if depth == 0, state.geo == nil { state.geo = g }
         var boxes: [Frag] = []
+        var exactBoxes: [Frag] = []
         // `<@ box` reaches the field's GiST index (PostgresLayout.geoIndexDDL); PostgreSQL's
         // geometric operators compare with a 1e-6 tolerance, so the BETWEENs stay as the exact test.
         let point = PostgresLayout.geoPoint(g.field)
         for b in g.boxes where !(b.south <= -90 && b.north >= 90 && b.west <= -180 && b.east >= 180) {
-            boxes.append(Frag("(\(point) <@ box(point(\(Self.m)::float8, \(Self.m)::float8), point(\(Self.m)::float8, \(Self.m)::float8)) "
-                              + "AND \(lat) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8 AND \(lng) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8)",
-                              [.real(b.west), .real(b.south), .real(b.east), .real(b.north),
-                               .real(b.south), .real(b.north), .real(b.west), .real(b.east)]))
+            let between = Frag("\(lat) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8 AND \(lng) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8",
+                               [.real(b.south), .real(b.north), .real(b.west), .real(b.east)])
+            exactBoxes.append(between)
+            boxes.append(Frag("(\(point) <@ box(point(\(Self.m)::float8, \(Self.m)::float8), point(\(Self.m)::float8, \(Self.m)::float8)) AND \(between.sql))",
+                              [.real(b.west), .real(b.south), .real(b.east), .real(b.north)] + between.binds))
         }
         var parts: [Frag] = [boxes.isEmpty ? Frag("\(lat) IS NOT NULL") : Self.pgOr(boxes)]
-        if g.exactSQL.hasPrefix("geo_distance"), g.exactBinds.count == 3 {
-            parts.append(Frag("\(Self.pgDistance(g.field)) <= \(Self.m)::float8", [g.exactBinds[0], g.exactBinds[0], g.exactBinds[1], g.exactBinds[2]]))
+        var exact = exactBoxes.isEmpty ? Frag("\(lat) IS NOT NULL") : Self.pgOr(exactBoxes)
+        var circle: GeoCircle?
+        if g.exactSQL.hasPrefix("geo_distance"), g.exactBinds.count == 3,
+           case .real(let cLat) = g.exactBinds[0], case .real(let cLng) = g.exactBinds[1], case .real(let r) = g.exactBinds[2] {
+            let distance = Frag("\(Self.pgDistance(g.field)) <= \(Self.m)::float8", [.real(cLat), .real(cLat), .real(cLng), .real(r)])
+            parts.append(distance)
+            exact = distance
+            circle = GeoCircle(latitude: cLat, longitude: cLng, radians: r)
         }
         if isPolygon, let coords = g.exactBinds.first {
             parts.append(Self.pgPolygonContains(poly: "\(Self.m)::jsonb", lat: lat, lng: lng, binds: [coords]))
+        }
+        if depth == 0, state.geo == nil, !isPolygon {
+            var recorded = g
+            recorded.exactSQL = exact.sql
+            recorded.exactBinds = exact.binds
+            recorded.circle = circle
+            state.geo = recorded
         }
         return Self.pgAnd(parts)
     }

@@ -32,14 +32,24 @@ extension PostgresStore {
             }
             let order = try PostgresQuery.orderBy(q.order, schema: schema.querySchema, compiled: compiled)
             if q.limit == 0 { return FindResult(results: Array("[]".utf8), resultCount: 0, count: count) }
-            var sql = "SELECT t.objectId, t.createdAt, t.updatedAt, t.acl, t.data FROM \(table) t WHERE \(w.sql)"
-            var binds = w.binds
-            if let order {
-                sql += " ORDER BY " + order.sql
-                binds += order.binds
+            let statement: QueryCompiler.Frag
+            if let geo = compiled.geo, let cells = PostgresGeoCells.statement(
+                className: q.className, geo: geo, order: q.order,
+                filter: QueryCompiler.pgFinal(QueryCompiler.pgAnd([QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds)]
+                    + PostgresQuery.readConditions(schema, q.operation, identity))),
+                limit: q.limit, skip: q.skip) {
+                statement = cells
+            } else {
+                var sql = "SELECT t.objectId, t.createdAt, t.updatedAt, t.acl, t.data FROM \(table) t WHERE \(w.sql)"
+                var binds = w.binds
+                if let order {
+                    sql += " ORDER BY " + order.sql
+                    binds += order.binds
+                }
+                sql += " LIMIT \(QueryCompiler.pgMark)::bigint OFFSET \(QueryCompiler.pgMark)::bigint"
+                statement = QueryCompiler.Frag(sql, binds + [.integer(Int64(q.limit)), .integer(Int64(q.skip))])
             }
-            sql += " LIMIT \(QueryCompiler.pgMark)::bigint OFFSET \(QueryCompiler.pgMark)::bigint"
-            let res = try PostgresQuery.run(sql, binds + [.integer(Int64(q.limit)), .integer(Int64(q.skip))], on: conn)
+            let res = try PostgresQuery.run(statement.sql, statement.binds, on: conn)
             var objects: [JSONObject] = []
             objects.reserveCapacity(res.rows.count)
             for row in res.rows { objects.append(try PostgresQuery.object(row, className: q.className, identity: identity)) }
@@ -110,12 +120,18 @@ enum PostgresQuery {
     static func filter(_ schema: ClassSchema, _ whereClause: JSONValue?, _ op: ClassOperation,
                        _ identity: Identity, store: PostgresStore, on conn: PGConnection) throws(ParseError) -> (QueryCompiler.Frag, CompiledWhere) {
         let c = try compiler(schema.querySchema, identity: identity, store: store, on: conn).compile(whereClause)
-        var parts = [QueryCompiler.Frag(c.sql, c.binds)]
+        let parts = [QueryCompiler.Frag(c.sql, c.binds)] + readConditions(schema, op, identity)
+        return (QueryCompiler.pgFinal(QueryCompiler.pgAnd(parts)), c)
+    }
+
+    /// The read filter of `identity` beside the `where`: the ACL and pointer permissions.
+    static func readConditions(_ schema: ClassSchema, _ op: ClassOperation, _ identity: Identity) -> [QueryCompiler.Frag] {
+        var parts: [QueryCompiler.Frag] = []
         if let acl = aclFilter(identity) { parts.append(acl) }
         if case .pointerFields(let fields) = ClassPermissions.access(schema.clp, op, identity), let uid = identity.userId {
             parts.append(pointerCondition(fields, userId: uid))
         }
-        return (QueryCompiler.pgFinal(QueryCompiler.pgAnd(parts)), c)
+        return parts
     }
 
     /// Public rows, or rows whose readers include `*`, the user or one of its roles: one overlap

@@ -245,13 +245,29 @@ extension PostgresLayout {
         return "to_tsvector('simple'::regconfig, \(parts.joined(separator: " || ' ' || ")))"
     }
 
-    /// The GiST index of a GeoPoint field, on the point (longitude, latitude) read from the
-    /// document: PostgreSQL's own `point` type and its GiST operator class, so no extension
-    /// (PostGIS) is needed. `$within`, `$geoWithin` and the bounding boxes of `$nearSphere` and
-    /// `$centerSphere` test `pgGeoPoint(field) <@ box(…)` with the very same expression, so the
-    /// planner reads only the points in the boxes (then the exact tests run on those).
+    /// The two indexes of a GeoPoint field (both with no extension: PostGIS is not needed):
+    /// - a GiST index on the point (longitude, latitude) read from the document, PostgreSQL's own
+    ///   `point` type and operator class: `$within`, `$geoWithin` and the bounding boxes of
+    ///   `$nearSphere` and `$centerSphere` test `geoPoint(field) <@ box(…)` with the very same
+    ///   expression, so the planner reads only the points in the boxes;
+    /// - a B-tree on (`geoCellExpr`: the 0.05° grid cell of the point, createdAt, objectId), for
+    ///   newest or oldest first within an area (`PostgresGeoCells`): a few index entries per cell
+    ///   instead of every point of the area.
     static func geoIndexDDL(_ className: String, _ field: String) -> String {
-        "CREATE INDEX IF NOT EXISTS \"\(className)__geo__\(field)\" ON \(Naming.table(className)) USING gist (\(geoPoint(field)))"
+        let t = Naming.table(className)
+        return "CREATE INDEX IF NOT EXISTS \"\(className)__geo__\(field)\" ON \(t) USING gist (\(geoPoint(field)));\n"
+            + "CREATE INDEX IF NOT EXISTS \"\(className)__geocell__\(field)\" ON \(t) (\(geoCellExpr(field)), createdAt, objectId COLLATE \"C\")"
+    }
+
+    /// The grid cell code of a row's point (NULL without a point), spelled identically by the
+    /// cell index and the queries that use it (and by the migration step that adds the index to
+    /// older databases): `floor((lat + 90) · 20) · 8192 + floor((lng + 180) · 20)`, the code
+    /// `GeoCellPlan` computes with the same IEEE operations in Swift (both operands are
+    /// non-negative, so floor and Swift's integer conversion agree).
+    static func geoCellExpr(_ field: String) -> String {
+        let (lat, lng) = QueryCompiler.pgLatLng(field)
+        let n = Int(Naming.geoCellsPerDegree)
+        return "(floor((\(lat) + 90) * \(n))::int8 * \(Naming.geoCellStride) + floor((\(lng) + 180) * \(n))::int8)"
     }
 
     /// `point(longitude, latitude)` of a GeoPoint field (NULL without a point), as the geo index

@@ -73,12 +73,17 @@ public struct QueryCompiler: Sendable {
             parts.append(f)
         }
         let all = conjoin(parts)
-        if dialect == .postgres { return CompiledWhere(sql: Self.pgFinal(all).sql, binds: all.binds, geo: state.geo, text: state.text) }
         guard let gi = geoIndex, let geo = state.geo else {
+            if dialect == .postgres { return CompiledWhere(sql: Self.pgFinal(all).sql, binds: all.binds, text: state.text) }
             return CompiledWhere(sql: all.sql, binds: all.binds, text: state.text)
         }
         var rest = parts
         rest[gi] = state.geoResidual ?? .alwaysTrue
+        if dialect == .postgres {
+            let residual = Self.pgFinal(Self.pgAnd(rest))
+            return CompiledWhere(sql: Self.pgFinal(all).sql, binds: all.binds, geo: geo, text: state.text,
+                                 residualSQL: residual.sql, residualBinds: residual.binds)
+        }
         let residual = Self.and(rest)
         return CompiledWhere(sql: all.sql, binds: all.binds, geo: geo, text: state.text,
                              residualSQL: residual.sql, residualBinds: residual.binds)
