@@ -32,16 +32,45 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     public let slowConsumersDropped = Atomic<Int>(0)
     public let subscriptionCount = Atomic<Int>(0)
 
-    struct Sub {
+    /// A subscription's record. A class: delivery hands out references, not copies of the
+    /// record per event (copying it retained and released each of its fields every time).
+    final class Sub: Sendable {
         let id: SubscriptionID
         let spec: SubscriptionSpec
         let matcher: LiveMatcher
-        var viewer: Viewer
+        let viewer: Viewer
         let sink: any EventSink
-        var live: Bool
+        /// Receives live events (false until its replay of `since` is done).
+        let live: Atomic<Bool>
+        /// Cleared when it leaves the registry (an earlier delivery may have ended it).
+        let registered = Atomic<Bool>(true)
         /// Field the registry indexes this subscription under (nil: class-wide list).
         let indexField: String?
         let indexKey: String?
+        /// Same number ⇔ same class, where, keys and watch: with the same viewer such
+        /// subscriptions receive the same event (see `deliver`).
+        let shape: Int
+        let shapeKey: String
+
+        init(id: SubscriptionID, spec: SubscriptionSpec, matcher: LiveMatcher, viewer: Viewer, sink: any EventSink,
+             live: Bool, indexField: String?, indexKey: String?, shape: Int, shapeKey: String) {
+            self.id = id
+            self.spec = spec
+            self.matcher = matcher
+            self.viewer = viewer
+            self.sink = sink
+            self.live = Atomic(live)
+            self.indexField = indexField
+            self.indexKey = indexKey
+            self.shape = shape
+            self.shapeKey = shapeKey
+        }
+    }
+
+    /// One event choice shared by subscriptions of one shape and one viewer.
+    struct ChoiceKey: Hashable {
+        let shape: Int
+        let viewer: Viewer
     }
 
     struct Registry {
@@ -51,6 +80,9 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         /// className → field → value key → subscriptions.
         var byValue: [String: [String: [String: Set<SubscriptionID>]]] = [:]
         var classCount: [String: Int] = [:]
+        /// Shape key → (number, subscriptions using it).
+        var shapes: [String: (number: Int, count: Int)] = [:]
+        var nextShape = 1
     }
 
     enum Job {
@@ -120,9 +152,19 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         }
         let id = nextId.add(1, ordering: .relaxed).oldValue
         let eq = matcher.equalities.first
-        let sub = Sub(id: id, spec: spec, matcher: matcher, viewer: viewer, sink: sink, live: spec.since == nil,
-                      indexField: eq?.field, indexKey: eq?.key)
+        let shapeKey = Self.shapeKey(spec)
         registry.withLock { r in
+            let shape: Int
+            if let s = r.shapes[shapeKey] {
+                shape = s.number
+                r.shapes[shapeKey] = (s.number, s.count + 1)
+            } else {
+                shape = r.nextShape
+                r.nextShape += 1
+                r.shapes[shapeKey] = (shape, 1)
+            }
+            let sub = Sub(id: id, spec: spec, matcher: matcher, viewer: viewer, sink: sink, live: spec.since == nil,
+                          indexField: eq?.field, indexKey: eq?.key, shape: shape, shapeKey: shapeKey)
             r.subs[id] = sub
             r.classCount[spec.className, default: 0] += 1
             if let f = sub.indexField, let k = sub.indexKey {
@@ -136,6 +178,18 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         return id
     }
 
+    /// What decides a subscription's events besides its viewer: class, where, keys, watch.
+    static func shapeKey(_ spec: SubscriptionSpec) -> String {
+        var k = spec.className
+        k += "\u{0}"
+        if let w = spec.whereClause { k += String(decoding: JSON.encode(w), as: UTF8.self) }
+        k += "\u{0}"
+        if let keys = spec.keys { k += keys.joined(separator: "\u{1}") } else { k += "\u{2}" }
+        k += "\u{0}"
+        if let watch = spec.watch { k += watch.joined(separator: "\u{1}") } else { k += "\u{2}" }
+        return k
+    }
+
     /// The viewer for a session token (roles resolved). - Throws: 209 for an invalid token.
     public func viewer(sessionToken: String) throws(ParseError) -> Viewer {
         var v = try visibility.host.viewer(sessionToken: sessionToken)
@@ -147,6 +201,10 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     public func unsubscribe(_ id: SubscriptionID) {
         let removed = registry.withLock { r -> Bool in
             guard let sub = r.subs.removeValue(forKey: id) else { return false }
+            sub.registered.store(false, ordering: .releasing)
+            if let s = r.shapes[sub.shapeKey] {
+                r.shapes[sub.shapeKey] = s.count > 1 ? (s.number, s.count - 1) : nil
+            }
             let c = sub.spec.className
             r.classCount[c, default: 1] -= 1
             if r.classCount[c] == 0 { r.classCount[c] = nil }
@@ -275,10 +333,27 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             guard e.op == .save, let o = try? store.fetchRaw(e.className, objectId: e.objectId) else { return }
             e.current = try? o.json(for: .master)
         }
-        for sub in subs where sub.live {
+        // Subscriptions of one shape seen by one viewer get the same event: it is chosen,
+        // redacted and (by the transport, through `LiveEvent.encoding`) encoded once for all of
+        // them. Not when the class has an afterFind trigger: that runs once per subscriber.
+        let share = !visibility.host.hasAfterFind(e.className)
+        var chosen: [ChoiceKey: LiveEvent?] = [:]
+        for sub in subs where sub.live.load(ordering: .acquiring) {
             // An earlier delivery may have ended it (its sink was too slow).
-            guard registry.withLock({ $0.subs[sub.id] != nil }), let viewer = currentViewer(sub) else { continue }
-            if let ev = choose(e, sub, viewer) { send(ev, sub) }
+            guard sub.registered.load(ordering: .acquiring), let viewer = currentViewer(sub) else { continue }
+            let ev: LiveEvent?
+            if share {
+                let key = ChoiceKey(shape: sub.shape, viewer: viewer)
+                if let c = chosen[key] {
+                    ev = c
+                } else {
+                    ev = choose(e, sub, viewer)
+                    chosen[key] = ev
+                }
+            } else {
+                ev = choose(e, sub, viewer)
+            }
+            if let ev { send(ev, sub) }
         }
     }
 
@@ -358,7 +433,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     private func deliverMark(_ e: ChangeEvent) {
         let subs = registry.withLock { r in (r.byClass[e.className] ?? []).union(
             (r.byValue[e.className] ?? [:]).values.flatMap { $0.values.flatMap { $0 } }).sorted().compactMap { r.subs[$0] } }
-        for sub in subs where sub.live {
+        for sub in subs where sub.live.load(ordering: .acquiring) {
             replayRange(sub, after: e.firstSeq - 1, through: e.seq)
         }
     }
@@ -367,7 +442,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     private func replay(_ id: SubscriptionID) {
         guard let sub = registry.withLock({ $0.subs[id] }), let since = sub.spec.since else { return }
         replayRange(sub, after: since, through: handled.load(ordering: .acquiring))
-        registry.withLock { $0.subs[id]?.live = true }
+        sub.live.store(true, ordering: .releasing)
     }
 
     /// Sends `sub` the feed rows in `(after, through]` it may see, each object once, latest state.
@@ -385,7 +460,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
                 return
             }
             for item in page.items {
-                guard registry.withLock({ $0.subs[id] != nil }) else { return }
+                guard sub.registered.load(ordering: .acquiring) else { return }
                 let ev: LiveEvent
                 if let o = item.object {
                     let kind: LiveEventKind = o["createdAt"] == o["updatedAt"] ? .create : .update

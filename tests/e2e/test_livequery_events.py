@@ -130,6 +130,46 @@ def test_resume_with_since_gets_exactly_the_missed_objects(server):
     run(go())
 
 
+def test_subscribers_of_one_query_each_get_their_own_view(server):
+    """An event is chosen and encoded once for the subscribers who see the same bytes: the same
+    query and the same viewer. Each still gets its own requestId; a different viewer or `keys`
+    gets its own view; an object only one user may read reaches only that user."""
+    carol_id, carol = signup(server, "carol")
+
+    async def go():
+        anon1 = await connected(server)
+        anon2 = await connected(server)
+        user = await connected(server, sessionToken=carol)
+        narrow = await connected(server)
+        q = {"className": "Fan", "where": {"room": "r"}}
+        await subscribe(anon1, 1, q)
+        await subscribe(anon1, 2, q)
+        await subscribe(anon2, 7, q)
+        await subscribe(user, 3, q)
+        await subscribe(narrow, 4, {**q, "keys": ["room"]})
+        r = server.req("POST", "/parse/classes/Fan", {"room": "r", "text": "public"}, master=True)
+        pub = r.json()["objectId"]
+        got = sorted([(await recv_json(anon1))["requestId"], (await recv_json(anon1))["requestId"]])
+        assert got == [1, 2]
+        for ws, rid in ((anon2, 7), (user, 3)):
+            ev = await recv_json(ws)
+            assert (ev["op"], ev["requestId"], ev["object"]["objectId"], ev["object"]["text"]) == \
+                ("create", rid, pub, "public"), ev
+        ev = await recv_json(narrow)
+        assert ev["requestId"] == 4 and ev["object"]["room"] == "r" and "text" not in ev["object"], ev
+        # Readable by carol only: the anonymous subscribers of the same query hear nothing.
+        r = server.req("POST", "/parse/classes/Fan", {"room": "r", "text": "mine",
+                                                      "ACL": {carol_id: {"read": True}}}, master=True)
+        mine = r.json()["objectId"]
+        ev = await recv_json(user)
+        assert (ev["requestId"], ev["object"]["objectId"], ev["object"]["text"]) == (3, mine, "mine"), ev
+        for ws in (anon1, anon2, narrow):
+            assert await drain(ws, 0.8) == []
+        for ws in (anon1, anon2, user, narrow):
+            await ws.close()
+    run(go())
+
+
 def test_update_keys_watch(server):
     async def go():
         ws = await connected(server)
