@@ -169,8 +169,9 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     /// Appends one unfragmented, unmasked frame (a server's frames are never masked).
     func appendFrame(opcode: UInt8, _ payload: [UInt8]) {
+        // No reserveCapacity here: reserving the exact size per message would copy the whole
+        // buffer on every append; appends grow it geometrically.
         let n = payload.count
-        out.reserveCapacity(out.count + n + 10)
         out.append(0x80 | opcode)
         if n < 126 {
             out.append(UInt8(n))
