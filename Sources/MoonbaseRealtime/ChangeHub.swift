@@ -47,13 +47,12 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         /// Field the registry indexes this subscription under (nil: class-wide list).
         let indexField: String?
         let indexKey: String?
-        /// Same number ⇔ same class, where, keys and watch: with the same viewer such
-        /// subscriptions receive the same event (see `deliver`).
+        /// Hash of class, where, keys and watch: subscriptions equal in those and in their viewer
+        /// receive the same event (see `deliver`; equal hashes are confirmed by `sameShape`).
         let shape: Int
-        let shapeKey: String
 
         init(id: SubscriptionID, spec: SubscriptionSpec, matcher: LiveMatcher, viewer: Viewer, sink: any EventSink,
-             live: Bool, indexField: String?, indexKey: String?, shape: Int, shapeKey: String) {
+             live: Bool, indexField: String?, indexKey: String?) {
             self.id = id
             self.spec = spec
             self.matcher = matcher
@@ -62,8 +61,19 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             self.live = Atomic(live)
             self.indexField = indexField
             self.indexKey = indexKey
-            self.shape = shape
-            self.shapeKey = shapeKey
+            var h = Hasher()
+            h.combine(spec.className)
+            h.combine(spec.whereClause)
+            h.combine(spec.keys)
+            h.combine(spec.watch)
+            self.shape = h.finalize()
+        }
+
+        /// Whether `other` gets the same events as this one for the same viewer.
+        func sameShape(_ other: Sub) -> Bool {
+            other === self || (shape == other.shape && spec.className == other.spec.className
+                && spec.whereClause == other.spec.whereClause && spec.keys == other.spec.keys
+                && spec.watch == other.spec.watch)
         }
     }
 
@@ -80,9 +90,6 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         /// className → field → value key → subscriptions.
         var byValue: [String: [String: [String: Set<SubscriptionID>]]] = [:]
         var classCount: [String: Int] = [:]
-        /// Shape key → (number, subscriptions using it).
-        var shapes: [String: (number: Int, count: Int)] = [:]
-        var nextShape = 1
     }
 
     enum Job {
@@ -152,19 +159,9 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         }
         let id = nextId.add(1, ordering: .relaxed).oldValue
         let eq = matcher.equalities.first
-        let shapeKey = Self.shapeKey(spec)
+        let sub = Sub(id: id, spec: spec, matcher: matcher, viewer: viewer, sink: sink, live: spec.since == nil,
+                      indexField: eq?.field, indexKey: eq?.key)
         registry.withLock { r in
-            let shape: Int
-            if let s = r.shapes[shapeKey] {
-                shape = s.number
-                r.shapes[shapeKey] = (s.number, s.count + 1)
-            } else {
-                shape = r.nextShape
-                r.nextShape += 1
-                r.shapes[shapeKey] = (shape, 1)
-            }
-            let sub = Sub(id: id, spec: spec, matcher: matcher, viewer: viewer, sink: sink, live: spec.since == nil,
-                          indexField: eq?.field, indexKey: eq?.key, shape: shape, shapeKey: shapeKey)
             r.subs[id] = sub
             r.classCount[spec.className, default: 0] += 1
             if let f = sub.indexField, let k = sub.indexKey {
@@ -176,18 +173,6 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         subscriptionCount.add(1, ordering: .relaxed)
         if spec.since != nil { enqueue(.replay(id), weight: 1) }
         return id
-    }
-
-    /// What decides a subscription's events besides its viewer: class, where, keys, watch.
-    static func shapeKey(_ spec: SubscriptionSpec) -> String {
-        var k = spec.className
-        k += "\u{0}"
-        if let w = spec.whereClause { k += String(decoding: JSON.encode(w), as: UTF8.self) }
-        k += "\u{0}"
-        if let keys = spec.keys { k += keys.joined(separator: "\u{1}") } else { k += "\u{2}" }
-        k += "\u{0}"
-        if let watch = spec.watch { k += watch.joined(separator: "\u{1}") } else { k += "\u{2}" }
-        return k
     }
 
     /// The viewer for a session token (roles resolved). - Throws: 209 for an invalid token.
@@ -202,9 +187,6 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         let removed = registry.withLock { r -> Bool in
             guard let sub = r.subs.removeValue(forKey: id) else { return false }
             sub.registered.store(false, ordering: .releasing)
-            if let s = r.shapes[sub.shapeKey] {
-                r.shapes[sub.shapeKey] = s.count > 1 ? (s.number, s.count - 1) : nil
-            }
             let c = sub.spec.className
             r.classCount[c, default: 1] -= 1
             if r.classCount[c] == 0 { r.classCount[c] = nil }
@@ -337,18 +319,18 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
         // redacted and (by the transport, through `LiveEvent.encoding`) encoded once for all of
         // them. Not when the class has an afterFind trigger: that runs once per subscriber.
         let share = !visibility.host.hasAfterFind(e.className)
-        var chosen: [ChoiceKey: LiveEvent?] = [:]
+        var chosen: [ChoiceKey: (by: Sub, event: LiveEvent?)] = [:]
         for sub in subs where sub.live.load(ordering: .acquiring) {
             // An earlier delivery may have ended it (its sink was too slow).
             guard sub.registered.load(ordering: .acquiring), let viewer = currentViewer(sub) else { continue }
             let ev: LiveEvent?
             if share {
                 let key = ChoiceKey(shape: sub.shape, viewer: viewer)
-                if let c = chosen[key] {
-                    ev = c
+                if let c = chosen[key], c.by.sameShape(sub) {
+                    ev = c.event
                 } else {
                     ev = choose(e, sub, viewer)
-                    chosen[key] = ev
+                    chosen[key] = (sub, ev)
                 }
             } else {
                 ev = choose(e, sub, viewer)
