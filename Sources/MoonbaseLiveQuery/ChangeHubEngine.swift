@@ -28,7 +28,7 @@ final class HubSink: EventSink {
     func deliver(_ event: LiveEvent, subscription: SubscriptionID) -> Bool {
         guard let target else { return true }
         return target.deliver(LiveQueryEvent(op: event.kind.rawValue, seq: event.seq, object: event.object,
-                                             original: event.original))
+                                             original: event.original, encoding: event.encoding))
     }
 
     func terminate(subscription: SubscriptionID, error: ParseError, reconnect: Bool) {

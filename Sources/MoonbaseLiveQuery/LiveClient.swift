@@ -5,6 +5,7 @@ import MoonbaseCrypto
 import MoonbaseJSON
 import MoonbaseLua
 import MoonbaseQuota
+import MoonbaseRealtime
 import MoonbaseStore
 import Synchronization
 
@@ -463,12 +464,52 @@ final class LiveSub: LiveQueryEventTarget, Sendable {
     let account: Account
     let engineId = Atomic<UInt64>(0)
     private let held = Mutex<[[UInt8]]?>([])
+    /// `"clientId":…,"requestId":…,`: this subscription's part of every event message. Made at
+    /// the first event (an idle subscription holds no copy).
+    private let ids = Mutex<[UInt8]>([])
 
     init(client: LiveClient, requestId: Int64, className: String, account: Account) {
         self.client = client
         self.requestId = requestId
         self.className = className
         self.account = account
+    }
+
+    /// `{"op":…,"clientId":…,"requestId":…,"object":…,"original":…,"seq":…}`. The part after
+    /// the ids is the same for every subscriber of the event and encoded once.
+    func message(_ event: LiveQueryEvent) -> [UInt8] {
+        let tail = event.encoding.get {
+            var t = [UInt8]()
+            t.append(contentsOf: #""object":"#.utf8)
+            t += JSON.encode(.object(event.object))
+            if let orig = event.original {
+                t.append(contentsOf: #","original":"#.utf8)
+                t += JSON.encode(.object(orig))
+            }
+            t.append(contentsOf: #","seq":"#.utf8)
+            t += JSON.encode(.int(event.seq))
+            t.append(UInt8(ascii: "}"))
+            return t
+        }
+        let ids = self.ids.withLock { ids in
+            if ids.isEmpty {
+                ids.append(contentsOf: #""clientId":"#.utf8)
+                ids += JSON.encode(.string(client.clientId))
+                ids.append(contentsOf: #","requestId":"#.utf8)
+                ids += JSON.encode(.int(requestId))
+                ids.append(UInt8(ascii: ","))
+            }
+            return ids
+        }
+        // The op is one of the event kinds' names (plain ASCII, nothing to escape).
+        var b = [UInt8]()
+        b.reserveCapacity(10 + event.op.utf8.count + ids.count + tail.count)
+        b.append(contentsOf: #"{"op":""#.utf8)
+        b.append(contentsOf: event.op.utf8)
+        b.append(contentsOf: #"","#.utf8)
+        b += ids
+        b += tail
+        return b
     }
 
     /// Sends `subscribed`, then the events held meanwhile.
@@ -486,11 +527,7 @@ final class LiveSub: LiveQueryEventTarget, Sendable {
     }
 
     func deliver(_ event: LiveQueryEvent) -> Bool {
-        var o: JSONObject = ["op": .string(event.op), "clientId": .string(client.clientId), "requestId": .int(requestId),
-                             "object": .object(event.object)]
-        if let orig = event.original { o["original"] = .object(orig) }
-        o["seq"] = .int(event.seq)
-        let bytes = JSON.encode(.object(o))
+        let bytes = message(event)
         let ok = held.withLock { h in
             if h != nil {
                 h!.append(bytes)

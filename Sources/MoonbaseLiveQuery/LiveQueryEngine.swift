@@ -1,5 +1,6 @@
 import MoonbaseCore
 import MoonbaseJSON
+import MoonbaseRealtime
 
 /// Who a subscription is for: the identity a REST request with the same keys would have, and
 /// the session token it came from (checked again before deliveries).
@@ -29,11 +30,15 @@ public struct LiveQueryEvent: Sendable {
     /// The object as a REST get by the subscriber returns it, plus `className`.
     public var object: JSONObject
     public var original: JSONObject?
-    public init(op: String, seq: Int64, object: JSONObject, original: JSONObject?) {
+    /// Where the encoded `object`/`original`/`seq` part is kept once made: the engine hands
+    /// the same one to every subscriber that receives this same event.
+    public var encoding: EncodedOnce
+    public init(op: String, seq: Int64, object: JSONObject, original: JSONObject?, encoding: EncodedOnce = EncodedOnce()) {
         self.op = op
         self.seq = seq
         self.object = object
         self.original = original
+        self.encoding = encoding
     }
 }
 

@@ -37,6 +37,13 @@ public final class WebSocketConnection: @unchecked Sendable {
     /// data, so queuing it at once would drop the messages before it (a refusal's `error`).
     var pendingClose: (UInt16, String)?
     weak var loop: WebSocketLoop?
+    /// Data frames framed here, not by wslay, written with one `send(2)` per pass whatever
+    /// their number (wslay writes each message as two sends, header then payload, which was
+    /// most of the loop's cost under a fan-out). `outSent` bytes of it are already written.
+    /// wslay keeps the control frames (ping, pong, close); the two streams never interleave
+    /// inside a frame (see `WebSocketLoop.pump`).
+    var out: [UInt8] = []
+    var outSent = 0
 
     struct Outbox {
         var messages: [(opcode: UInt8, bytes: [UInt8])] = []
@@ -132,11 +139,9 @@ public final class WebSocketConnection: @unchecked Sendable {
             if c != nil { o.close = (0, "") }  // taken: keeps later sends refused
             return (m, c)
         }
-        for m in msgs {
-            m.bytes.withUnsafeBufferPointer { b in
-                var msg = wslay_event_msg(opcode: m.opcode, msg: b.baseAddress, msg_length: b.count)
-                _ = wslay_event_queue_msg(ctx, &msg)
-            }
+        // After a close frame nothing more may be written (wslay answers a peer's close itself).
+        if wslay_event_get_close_sent(ctx) == 0 {
+            for m in msgs { appendFrame(opcode: m.opcode, m.bytes) }
         }
         if let (code, reason) = close, code != 0 || !reason.isEmpty {
             pendingClose = (code, reason)
@@ -147,7 +152,7 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     /// Queues the pending close once wslay has no message left to send.
     func queuePendingClose() {
-        guard let ctx, let (code, reason) = pendingClose, wslay_event_get_queued_msg_count(ctx) == 0 else { return }
+        guard let ctx, let (code, reason) = pendingClose, out.isEmpty, wslay_event_get_queued_msg_count(ctx) == 0 else { return }
         pendingClose = nil
         var r = Array(reason.utf8.prefix(120))
         r.withUnsafeMutableBufferPointer { b in
@@ -155,15 +160,54 @@ public final class WebSocketConnection: @unchecked Sendable {
         }
     }
 
-    /// Queues a text message straight into wslay (loop thread only: ahead of a close wslay is
-    /// about to queue itself).
+    /// Queues a text message at once, behind those already framed (loop thread only: ahead of a
+    /// close about to be queued).
     func queueNow(_ bytes: [UInt8]) {
-        guard let ctx else { return }
-        bytes.withUnsafeBufferPointer { b in
-            var msg = wslay_event_msg(opcode: UInt8(WSLAY_TEXT_FRAME.rawValue), msg: b.baseAddress, msg_length: b.count)
-            _ = wslay_event_queue_msg(ctx, &msg)
-        }
+        guard let ctx, wslay_event_get_close_sent(ctx) == 0 else { return }
+        appendFrame(opcode: UInt8(WSLAY_TEXT_FRAME.rawValue), bytes)
     }
+
+    /// Appends one unfragmented, unmasked frame (a server's frames are never masked).
+    func appendFrame(opcode: UInt8, _ payload: [UInt8]) {
+        // No reserveCapacity here: reserving the exact size per message would copy the whole
+        // buffer on every append; appends grow it geometrically.
+        let n = payload.count
+        out.append(0x80 | opcode)
+        if n < 126 {
+            out.append(UInt8(n))
+        } else if n < 65536 {
+            out.append(126)
+            out.append(UInt8(n >> 8))
+            out.append(UInt8(n & 0xff))
+        } else {
+            out.append(127)
+            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8((UInt64(n) >> UInt64(shift)) & 0xff)) }
+        }
+        out.append(contentsOf: payload)
+    }
+
+    /// Writes what `out` holds. Returns false on a socket error; on EAGAIN keeps the rest (the
+    /// socket's EPOLLOUT brings the loop back). Once all is written the buffer is freed: an idle
+    /// connection holds no output memory.
+    func flushOut() -> Bool {
+        while outSent < out.count {
+            let r = out.withUnsafeBufferPointer { b in
+                mb_sock_send(socket.fd, b.baseAddress! + outSent, b.count - outSent, 0)
+            }
+            if r > 0 {
+                outSent += r
+                continue
+            }
+            if r == -Int(EAGAIN) || r == -Int(EWOULDBLOCK) { return true }
+            return false
+        }
+        out = []
+        outSent = 0
+        return true
+    }
+
+    /// Bytes framed here and not yet written.
+    var outPending: Int { out.count - outSent }
 
     func queuePing() {
         guard let ctx else { return }
@@ -173,7 +217,7 @@ public final class WebSocketConnection: @unchecked Sendable {
 
     func updateQueued() {
         guard let ctx else { return }
-        wslayQueued.store(Int(wslay_event_get_queued_msg_length(ctx)), ordering: .relaxed)
+        wslayQueued.store(Int(wslay_event_get_queued_msg_length(ctx)) + outPending, ordering: .relaxed)
     }
 
     /// Frees the wslay context (loop thread, after the socket left the epoll set).
@@ -186,6 +230,8 @@ public final class WebSocketConnection: @unchecked Sendable {
         if let ctx { wslay_event_context_free(ctx) }
         ctx = nil
         pending = []
+        out = []
+        outSent = 0
     }
 }
 

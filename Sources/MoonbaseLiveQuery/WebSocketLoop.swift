@@ -202,9 +202,25 @@ public final class WebSocketLoop: @unchecked Sendable {
     /// Writes what wslay holds; tears down once both sides are done.
     private func pump(_ c: WebSocketConnection) {
         guard let ctx = c.ctx else { return }
-        if wslay_event_want_write(ctx) != 0, wslay_event_send(ctx) != 0 {
+        // Two writers share the socket: our data frames (`out`) and wslay's control frames.
+        // Neither may start while the other is inside a frame: a partly written `out` is
+        // finished before wslay writes, and `out` waits while wslay still holds bytes.
+        if c.outSent > 0, !c.flushOut() {
             teardown(c)
             return
+        }
+        if c.outSent == 0 {
+            if wslay_event_want_write(ctx) != 0, wslay_event_send(ctx) != 0 {
+                teardown(c)
+                return
+            }
+            if wslay_event_get_close_sent(ctx) != 0 {
+                // Nothing may follow a close frame (wslay answered the peer's close).
+                c.out = []
+            } else if !c.out.isEmpty, wslay_event_want_write(ctx) == 0, !c.flushOut() {
+                teardown(c)
+                return
+            }
         }
         if c.pendingClose != nil {
             c.queuePendingClose()
@@ -218,7 +234,7 @@ public final class WebSocketLoop: @unchecked Sendable {
             c.closeDeadlineNanos = monotonicNanos() + WebSocketLoop.closeGraceNanos
         }
         // Both close frames exchanged (or the peer's close answered): done.
-        if wslay_event_want_read(ctx) == 0 && wslay_event_want_write(ctx) == 0 { teardown(c) }
+        if wslay_event_want_read(ctx) == 0 && wslay_event_want_write(ctx) == 0 && c.out.isEmpty { teardown(c) }
     }
 
     private func tick(_ now: UInt64) {

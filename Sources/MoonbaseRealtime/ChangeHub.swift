@@ -32,16 +32,55 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     public let slowConsumersDropped = Atomic<Int>(0)
     public let subscriptionCount = Atomic<Int>(0)
 
-    struct Sub {
+    /// A subscription's record. A class: delivery hands out references, not copies of the
+    /// record per event (copying it retained and released each of its fields every time).
+    final class Sub: Sendable {
         let id: SubscriptionID
         let spec: SubscriptionSpec
         let matcher: LiveMatcher
-        var viewer: Viewer
+        let viewer: Viewer
         let sink: any EventSink
-        var live: Bool
+        /// Receives live events (false until its replay of `since` is done).
+        let live: Atomic<Bool>
+        /// Cleared when it leaves the registry (an earlier delivery may have ended it).
+        let registered = Atomic<Bool>(true)
         /// Field the registry indexes this subscription under (nil: class-wide list).
         let indexField: String?
         let indexKey: String?
+        /// Hash of class, where, keys and watch: subscriptions equal in those and in their viewer
+        /// receive the same event (see `deliver`; equal hashes are confirmed by `sameShape`).
+        let shape: Int
+
+        init(id: SubscriptionID, spec: SubscriptionSpec, matcher: LiveMatcher, viewer: Viewer, sink: any EventSink,
+             live: Bool, indexField: String?, indexKey: String?) {
+            self.id = id
+            self.spec = spec
+            self.matcher = matcher
+            self.viewer = viewer
+            self.sink = sink
+            self.live = Atomic(live)
+            self.indexField = indexField
+            self.indexKey = indexKey
+            var h = Hasher()
+            h.combine(spec.className)
+            h.combine(spec.whereClause)
+            h.combine(spec.keys)
+            h.combine(spec.watch)
+            self.shape = h.finalize()
+        }
+
+        /// Whether `other` gets the same events as this one for the same viewer.
+        func sameShape(_ other: Sub) -> Bool {
+            other === self || (shape == other.shape && spec.className == other.spec.className
+                && spec.whereClause == other.spec.whereClause && spec.keys == other.spec.keys
+                && spec.watch == other.spec.watch)
+        }
+    }
+
+    /// One event choice shared by subscriptions of one shape and one viewer.
+    struct ChoiceKey: Hashable {
+        let shape: Int
+        let viewer: Viewer
     }
 
     struct Registry {
@@ -140,6 +179,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     public func unsubscribe(_ id: SubscriptionID) {
         let removed = registry.withLock { r -> Bool in
             guard let sub = r.subs.removeValue(forKey: id) else { return false }
+            sub.registered.store(false, ordering: .releasing)
             let c = sub.spec.className
             r.classCount[c, default: 1] -= 1
             if r.classCount[c] == 0 { r.classCount[c] = nil }
@@ -268,10 +308,27 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
             guard e.op == .save, let o = try? store.fetchRaw(e.className, objectId: e.objectId) else { return }
             e.current = try? o.json(for: .master)
         }
-        for sub in subs where sub.live {
+        // Subscriptions of one shape seen by one viewer get the same event: it is chosen,
+        // redacted and (by the transport, through `LiveEvent.encoding`) encoded once for all of
+        // them. Not when the class has an afterFind trigger: that runs once per subscriber.
+        let share = !visibility.host.hasAfterFind(e.className)
+        var chosen: [ChoiceKey: (by: Sub, event: LiveEvent?)] = [:]
+        for sub in subs where sub.live.load(ordering: .acquiring) {
             // An earlier delivery may have ended it (its sink was too slow).
-            guard registry.withLock({ $0.subs[sub.id] != nil }), let viewer = currentViewer(sub) else { continue }
-            if let ev = choose(e, sub, viewer) { send(ev, sub) }
+            guard sub.registered.load(ordering: .acquiring), let viewer = currentViewer(sub) else { continue }
+            let ev: LiveEvent?
+            if share {
+                let key = ChoiceKey(shape: sub.shape, viewer: viewer)
+                if let c = chosen[key], c.by.sameShape(sub) {
+                    ev = c.event
+                } else {
+                    ev = choose(e, sub, viewer)
+                    chosen[key] = (sub, ev)
+                }
+            } else {
+                ev = choose(e, sub, viewer)
+            }
+            if let ev { send(ev, sub) }
         }
     }
 
@@ -351,7 +408,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     private func deliverMark(_ e: ChangeEvent) {
         let subs = registry.withLock { r in (r.byClass[e.className] ?? []).union(
             (r.byValue[e.className] ?? [:]).values.flatMap { $0.values.flatMap { $0 } }).sorted().compactMap { r.subs[$0] } }
-        for sub in subs where sub.live {
+        for sub in subs where sub.live.load(ordering: .acquiring) {
             replayRange(sub, after: e.firstSeq - 1, through: e.seq)
         }
     }
@@ -360,7 +417,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
     private func replay(_ id: SubscriptionID) {
         guard let sub = registry.withLock({ $0.subs[id] }), let since = sub.spec.since else { return }
         replayRange(sub, after: since, through: handled.load(ordering: .acquiring))
-        registry.withLock { $0.subs[id]?.live = true }
+        sub.live.store(true, ordering: .releasing)
     }
 
     /// Sends `sub` the feed rows in `(after, through]` it may see, each object once, latest state.
@@ -378,7 +435,7 @@ public final class ChangeHub: ChangeListener, @unchecked Sendable {
                 return
             }
             for item in page.items {
-                guard registry.withLock({ $0.subs[id] != nil }) else { return }
+                guard sub.registered.load(ordering: .acquiring) else { return }
                 let ev: LiveEvent
                 if let o = item.object {
                     let kind: LiveEventKind = o["createdAt"] == o["updatedAt"] ? .create : .update

@@ -1,5 +1,6 @@
 import MoonbaseCore
 import MoonbaseJSON
+import Synchronization
 
 /// What a transport asks for: a class, a `where` as in REST find, the fields to return, the
 /// fields to watch, and an optional `since` (exclusive seq: replay the changes after it, then
@@ -32,11 +33,15 @@ public enum LiveEventKind: String, Sendable {
 /// One event for one subscription: the object as a REST get by the subscriber returns it,
 /// plus `className`; `original` for update/enter/leave.
 public struct LiveEvent: Sendable {
-    public var kind: LiveEventKind
-    public var seq: Int64
-    public var className: String
-    public var object: JSONObject
-    public var original: JSONObject?
+    // Constants: `encoding` is made from them once.
+    public let kind: LiveEventKind
+    public let seq: Int64
+    public let className: String
+    public let object: JSONObject
+    public let original: JSONObject?
+    /// The transport's encoding of this event, made once and shared by every subscriber the
+    /// hub hands this same event (same shape, same viewer).
+    public let encoding = EncodedOnce()
 
     public init(kind: LiveEventKind, seq: Int64, className: String, object: JSONObject, original: JSONObject? = nil) {
         self.kind = kind
@@ -44,6 +49,22 @@ public struct LiveEvent: Sendable {
         self.className = className
         self.object = object
         self.original = original
+    }
+}
+
+/// Bytes computed by the first caller and returned to the others.
+public final class EncodedOnce: Sendable {
+    private let bytes = Mutex<[UInt8]?>(nil)
+
+    public init() {}
+
+    public func get(_ make: () -> [UInt8]) -> [UInt8] {
+        bytes.withLock { b in
+            if let b { return b }
+            let made = make()
+            b = made
+            return made
+        }
     }
 }
 

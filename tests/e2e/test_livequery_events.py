@@ -8,7 +8,7 @@ import time
 import websockets
 
 from conftest import APP_ID, MASTER_KEY, recv_until_close
-from test_livequery_ws import connected, raw_handshake, masked_frame, recv_json, rss_anon_kib, run, signup
+from test_livequery_ws import connected, raw_handshake, masked_frame, recv_json, rss_anon_kib, run, signup, ws_url
 
 
 async def subscribe(ws, rid, query, **extra):
@@ -126,6 +126,71 @@ def test_resume_with_since_gets_exactly_the_missed_objects(server):
         r = server.req("POST", "/parse/classes/Pos", {"group": "g1", "n": 100}, master=True)
         live = await recv_json(ws)
         assert live["op"] == "create" and live["object"]["n"] == 100 and live["seq"] > seqs[-1]
+        await ws.close()
+    run(go())
+
+
+def test_subscribers_of_one_query_each_get_their_own_view(server):
+    """An event is chosen and encoded once for the subscribers who see the same bytes: the same
+    query and the same viewer. Each still gets its own requestId; a different viewer or `keys`
+    gets its own view; an object only one user may read reaches only that user."""
+    carol_id, carol = signup(server, "carol")
+
+    async def go():
+        anon1 = await connected(server)
+        anon2 = await connected(server)
+        user = await connected(server, sessionToken=carol)
+        narrow = await connected(server)
+        q = {"className": "Fan", "where": {"room": "r"}}
+        await subscribe(anon1, 1, q)
+        await subscribe(anon1, 2, q)
+        await subscribe(anon2, 7, q)
+        await subscribe(user, 3, q)
+        await subscribe(narrow, 4, {**q, "keys": ["room"]})
+        r = server.req("POST", "/parse/classes/Fan", {"room": "r", "text": "public"}, master=True)
+        pub = r.json()["objectId"]
+        got = sorted([(await recv_json(anon1))["requestId"], (await recv_json(anon1))["requestId"]])
+        assert got == [1, 2]
+        for ws, rid in ((anon2, 7), (user, 3)):
+            ev = await recv_json(ws)
+            assert (ev["op"], ev["requestId"], ev["object"]["objectId"], ev["object"]["text"]) == \
+                ("create", rid, pub, "public"), ev
+        ev = await recv_json(narrow)
+        assert ev["requestId"] == 4 and ev["object"]["room"] == "r" and "text" not in ev["object"], ev
+        # Readable by carol only: the anonymous subscribers of the same query hear nothing.
+        r = server.req("POST", "/parse/classes/Fan", {"room": "r", "text": "mine",
+                                                      "ACL": {carol_id: {"read": True}}}, master=True)
+        mine = r.json()["objectId"]
+        ev = await recv_json(user)
+        assert (ev["requestId"], ev["object"]["objectId"], ev["object"]["text"]) == (3, mine, "mine"), ev
+        for ws in (anon1, anon2, narrow):
+            assert await drain(ws, 0.8) == []
+        for ws in (anon1, anon2, user, narrow):
+            await ws.close()
+    run(go())
+
+
+def test_events_of_every_frame_size_arrive_whole_and_in_order(server):
+    """Event frames are built by the server itself: payloads under 126 bytes, up to 64 KiB (16-bit
+    length) and above (64-bit length) arrive intact, and a burst of events for one socket (the
+    server writes whatever frames wait for a socket with one send) arrives whole and in seq order."""
+    async def go():
+        ws = await websockets.connect(ws_url(server), open_timeout=30, max_size=4 << 20)
+        await ws.send(json.dumps({"op": "connect", "applicationId": APP_ID}))
+        assert (await recv_json(ws))["op"] == "connected"
+        await subscribe(ws, 1, {"className": "Big", "where": {"k": "x"}, "keys": ["t"]})
+        for n in (1, 300, 70_000, 200_000):
+            text = "".join(chr(ord("a") + i % 26) for i in range(n))
+            r = server.req("POST", "/parse/classes/Big", {"k": "x", "t": text}, master=True)
+            assert r.status_code == 201, r.text
+            ev = await recv_json(ws)
+            assert ev["op"] == "create" and ev["object"]["t"] == text, (n, len(ev["object"].get("t", "")))
+        for i in range(300):
+            server.req("POST", "/parse/classes/Big", {"k": "x", "t": str(i)}, master=True)
+        got = [await recv_json(ws) for _ in range(300)]
+        assert [e["object"]["t"] for e in got] == [str(i) for i in range(300)]
+        seqs = [e["seq"] for e in got]
+        assert seqs == sorted(seqs) and len(set(seqs)) == 300
         await ws.close()
     run(go())
 
