@@ -69,8 +69,9 @@ public final class CloudCode: Sendable {
 
     /// Whether the current generation has a `kind` trigger on `className`.
     public func hasTrigger(_ kind: CloudTriggerKind, _ className: String) -> Bool {
-        let g = current.current
-        return kind == .afterFind ? g.afterFindClasses.contains(className) : g.registry.trigger(kind, className) != nil
+        current.read { g in
+            kind == .afterFind ? g.afterFindClasses.contains(className) : g.registry.trigger(kind, className) != nil
+        }
     }
     /// The files the last load refused, with their errors (`file:line: message`).
     public var loadErrors: [String: String] { errors.withLock { $0 } }

@@ -44,14 +44,18 @@ public final class CallRing: Sendable {
         target.hasPrefix("function:") || target.hasPrefix("job:") || target.hasPrefix("route:")
     }
 
+    /// Every Cloud Code call appends from its own thread: the record it replaces is handed out of
+    /// the lock and freed after it (freeing its strings under the lock made workers spin on it).
     public func append(_ r: CallRecord) {
-        state.withLock { s in
+        _ = state.withLock { s -> CallRecord? in
             if s.entries.count < capacity {
                 s.entries.append(r)
-            } else {
-                s.entries[s.start] = r
-                s.start = (s.start + 1) % capacity
+                return nil
             }
+            let old = s.entries[s.start]
+            s.entries[s.start] = r
+            s.start = (s.start + 1) % capacity
+            return old
         }
     }
 

@@ -65,12 +65,14 @@ final class EqualityFinds: Sendable {
         if let acl { binds.append(contentsOf: acl.binds) }
         binds.append(.integer(Int64(limit)))
         binds.append(.integer(0))
-        var known: Plan?
-        for shape in shapes.current[schema.className] ?? [] where shape.codes == codes && shape.acl == aclSQL
-            && shape.fields.count == equal.count {
-            var same = true
-            for (i, e) in equal.entries.enumerated() where shape.fields[i] != e.key { same = false; break }
-            if same { known = shape.plan; break }
+        let known = shapes.read { all -> Plan? in
+            guard let list = all[schema.className] else { return nil }
+            for shape in list where shape.codes == codes && shape.acl == aclSQL && shape.fields.count == equal.count {
+                var same = true
+                for (i, e) in equal.entries.enumerated() where shape.fields[i] != e.key { same = false; break }
+                if same { return shape.plan }
+            }
+            return nil
         }
         let sql: String
         let number: Int

@@ -47,7 +47,7 @@ public final class SchemaCatalog: Sendable {
            let s = pending[className] {
             return s
         }
-        return committed.current[className]
+        return committed.read { $0[className] }
     }
 
     /// Names of the existing classes (committed).
