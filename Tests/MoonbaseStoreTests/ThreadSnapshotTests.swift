@@ -14,10 +14,10 @@ struct ThreadSnapshotTests {
         private let jobs = DispatchSemaphore(value: 0)
         private let done = DispatchSemaphore(value: 0)
         private var job: (() -> Void)?
-        private var thread: Thread?
 
         init() {
-            let t = Thread { [unowned self] in
+            // Holds `self` until `stop` ends the thread.
+            let t = Thread { [self] in
                 while true {
                     self.jobs.wait()
                     guard let j = self.job else { return }
@@ -25,7 +25,6 @@ struct ThreadSnapshotTests {
                     self.done.signal()
                 }
             }
-            thread = t
             t.start()
         }
 
