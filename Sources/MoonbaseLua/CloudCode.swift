@@ -40,7 +40,8 @@ public final class CloudCode: Sendable {
     let makeHost: @Sendable () -> any CloudHostAPI
     let clock: any HostClock
     let loading: LuaLimits
-    let current = Mutex(Generation(id: 0, sources: [], registry: CloudRegistry()))
+    /// Read by every call and every read's trigger check, from every thread: no shared lock.
+    let current = ThreadSnapshot(Generation(id: 0, sources: [], registry: CloudRegistry()))
     let errors = Mutex<[String: String]>([:])
     let slots: ThreadLocal<VMSlot>
     /// Worker threads' slots by their seat, for an I/O thread that borrowed the seat.
@@ -63,13 +64,12 @@ public final class CloudCode: Sendable {
         }
     }
 
-    public var generation: Generation { current.withLock { $0 } }
+    public var generation: Generation { current.current }
     public var registry: CloudRegistry { generation.registry }
 
-    /// Whether the current generation has a `kind` trigger on `className` (without copying the
-    /// generation out of its lock).
+    /// Whether the current generation has a `kind` trigger on `className`.
     public func hasTrigger(_ kind: CloudTriggerKind, _ className: String) -> Bool {
-        current.withLock { g in
+        current.read { g in
             kind == .afterFind ? g.afterFindClasses.contains(className) : g.registry.trigger(kind, className) != nil
         }
     }
@@ -113,7 +113,7 @@ public final class CloudCode: Sendable {
             return failures
         }
         let gen = Generation(id: nextId.wrappingAdd(1, ordering: .relaxed).oldValue, sources: sources, registry: registry)
-        current.withLock { $0 = gen }
+        current.update { $0 = gen }
         Log.info("cloud code generation \(gen.id): \(sources.count) file(s), \(registry.functions.count) function(s), \(registry.jobs.count) job(s), \(registry.routes.count) route(s)")
         for f in onReload.withLock({ $0 }) { f(gen) }
         return [:]

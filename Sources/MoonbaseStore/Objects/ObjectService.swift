@@ -260,7 +260,8 @@ public final class ObjectService: Sendable {
 
 /// Holds the trigger runner, set once after Cloud Code loads.
 final class TriggerBox: Sendable {
-    private let runner = Mutex<(any TriggerRunner)?>(nil)
-    func set(_ r: any TriggerRunner) { runner.withLock { $0 = r } }
-    func get() -> (any TriggerRunner)? { runner.withLock { $0 } }
+    /// Read by every write and by every read that may run afterFind: no shared lock.
+    private let runner = ThreadSnapshot<(any TriggerRunner)?>(nil)
+    func set(_ r: any TriggerRunner) { runner.update { $0 = r } }
+    func get() -> (any TriggerRunner)? { runner.current }
 }

@@ -37,8 +37,9 @@ final class EqualityFinds: Sendable {
         let plan: Plan
     }
 
-    /// Shapes by class name (no key text is built per query: a class holds a few shapes, scanned).
-    private let shapes = Mutex<[String: [Shape]]>([:])
+    /// Shapes by class name (no key text is built per query: a class holds a few shapes, scanned);
+    /// read by every query from every thread, so without a shared lock.
+    private let shapes = ThreadSnapshot<[String: [Shape]]>([:])
     /// Shapes kept at most per class, and classes (cleared when full: shapes come from code).
     static let maxShapesPerClass = 64
     static let maxClasses = 512
@@ -64,7 +65,7 @@ final class EqualityFinds: Sendable {
         if let acl { binds.append(contentsOf: acl.binds) }
         binds.append(.integer(Int64(limit)))
         binds.append(.integer(0))
-        let known = shapes.withLock { all -> Plan? in
+        let known = shapes.read { all -> Plan? in
             guard let list = all[schema.className] else { return nil }
             for shape in list where shape.codes == codes && shape.acl == aclSQL && shape.fields.count == equal.count {
                 var same = true
@@ -98,7 +99,7 @@ final class EqualityFinds: Sendable {
     }
 
     private func remember(_ className: String, _ shape: Shape) {
-        shapes.withLock { all in
+        shapes.update { all in
             if all[className] == nil && all.count >= Self.maxClasses { all.removeAll(keepingCapacity: true) }
             var list = all[className] ?? []
             if list.count >= Self.maxShapesPerClass { list.removeAll() }

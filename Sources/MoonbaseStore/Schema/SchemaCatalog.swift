@@ -11,9 +11,12 @@ import Synchronization
 /// `userInfo`; lookups on the writing thread see the staged value, other threads keep seeing the
 /// committed one until the transaction commits (then it is published), and a rollback simply
 /// drops it.
+///
+/// Lookups take no shared lock (`ThreadSnapshot`): every read of Cloud Code and REST asks for its
+/// class's schema, from every worker and I/O thread.
 public final class SchemaCatalog: Sendable {
     let database: Database
-    private let committed = Mutex<[String: ClassSchema]>([:])
+    private let committed = ThreadSnapshot<[String: ClassSchema]>([:])
     static let pendingKey = "moonbase.schema.pending"
 
     /// Loads every class schema from `_mb_schema`.
@@ -34,7 +37,7 @@ public final class SchemaCatalog: Sendable {
                 all[name] = ClassSchema(className: name, fields: fields, fieldOrder: order, indexes: indexes, clp: clp)
             }
         }
-        committed.withLock { $0 = all }
+        committed.update { $0 = all }
     }
 
     /// The schema of `className` as the calling thread sees it (staged changes of its own open
@@ -44,11 +47,11 @@ public final class SchemaCatalog: Sendable {
            let s = pending[className] {
             return s
         }
-        return committed.withLock { $0[className] }
+        return committed.read { $0[className] }
     }
 
     /// Names of the existing classes (committed).
-    public var classNames: [String] { committed.withLock { Array($0.keys) }.sorted() }
+    public var classNames: [String] { Array(committed.current.keys).sorted() }
 
     /// Writes `schema` to `_mb_schema` in `tx` and stages it until commit.
     func stage(_ schema: ClassSchema, in tx: WriteTransaction) throws(ParseError) {
@@ -62,7 +65,7 @@ public final class SchemaCatalog: Sendable {
             pending = [:]
             tx.onCommit { [weak tx] in
                 guard let staged = tx?.userInfo[Self.pendingKey] as? [String: ClassSchema] else { return }
-                self.committed.withLock { all in for (k, v) in staged { all[k] = v } }
+                self.committed.update { all in for (k, v) in staged { all[k] = v } }
             }
         }
         pending![schema.className] = schema
