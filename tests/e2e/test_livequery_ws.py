@@ -493,7 +493,10 @@ cloud.beforeSubscribe("Narrow", function(req)
   req.query.where = {kind = "only-this"}
 end)
 cloud.onLiveQueryEvent(function(req)
+  -- A client's events run one after another, so the rows already written for it give this
+  -- event's place: createdAt has millisecond resolution, and two events in one millisecond tie.
   db.create("Presence", {event = req.event, clientId = req.clientId,
+                         seq = db.count("Presence", {clientId = req.clientId}, {master = true}),
                          user = req.user and req.user.username or json.null,
                          className = req.className or json.null}, {master = true})
 end)
@@ -503,7 +506,10 @@ end)
 def presence(server):
     r = server.req("GET", "/parse/classes/Presence", params={"order": "createdAt", "limit": 100}, master=True)
     assert r.status_code == 200, r.text
-    return [(o["event"], o.get("user"), o.get("className"), o["clientId"]) for o in r.json()["results"]]
+    # Ties in createdAt are broken by objectId on PostgreSQL (by insertion on SQLite): order by
+    # the client's own sequence number within the millisecond.
+    rows = sorted(r.json()["results"], key=lambda o: (o["createdAt"], o["seq"]))
+    return [(o["event"], o.get("user"), o.get("className"), o["clientId"]) for o in rows]
 
 
 def test_triggers_refuse_edit_and_presence(server_factory):
