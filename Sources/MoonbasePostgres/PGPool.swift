@@ -65,11 +65,26 @@ public final class PGPool: Sendable {
 
     /// Runs `body` with a connection: the calling thread's transaction connection when it is
     /// inside `transaction`, else a pooled one in autocommit mode.
+    ///
+    /// A thread asks the pool for one connection at a time: a `withConnection` or `transaction`
+    /// nested in this one (an afterFind trigger's own query, run while the outer find still
+    /// holds its connection) uses the connection this thread already holds. Taking a second one
+    /// while holding the first is hold-and-wait: with as many threads as connections each
+    /// holding one and waiting for another, all of them waited out the acquire timeout (seen as
+    /// every worker stuck in an afterFind under 20 concurrent clients). Every statement reads
+    /// its whole result before returning (no cursors, no single-row mode), so the outer caller
+    /// finds the connection idle again when the nested one is done.
     @discardableResult
     public func withConnection<T>(_ body: (PGConnection) throws(ParseError) -> T) throws(ParseError) -> T {
-        if let tx = PGThreadState.current.value.transaction(for: serial) { return try body(tx.connection) }
+        let state = PGThreadState.current.value
+        if let tx = state.transaction(for: serial) { return try body(tx.connection) }
+        if let held = state.held(for: serial) { return try body(held) }
         let conn = try acquire()
-        defer { gate.returnConnection(conn) }
+        state.held.append((serial, conn))
+        defer {
+            state.held.removeAll { $0.pool == serial }
+            gate.returnConnection(conn)
+        }
         return try body(conn)
     }
 
@@ -115,20 +130,25 @@ public final class PGPool: Sendable {
                                _ body: (PGTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         let state = PGThreadState.current.value
         if let tx = state.transaction(for: serial) { return try tx.nested(body) }
+        // Inside `withConnection` on this thread: the transaction runs on that connection (one
+        // connection per thread, see `withConnection`), which goes back to its holder, not the pool.
+        let borrowed = state.held(for: serial)
+        let giveBack = { [gate] (conn: PGConnection) in if borrowed == nil { gate.returnConnection(conn) } }
         var retries = 0
         var reconnects = 0
         while true {
-            let conn = try acquire()
+            let conn: PGConnection
+            if let borrowed { conn = borrowed } else { conn = try acquire() }
             conn.resetConflict()
             do {
                 if let key = exclusive { _ = try conn.execute("SELECT pg_advisory_lock($1)", [.integer(key)]) }
                 try conn.execute("BEGIN ISOLATION LEVEL \(isolation.sql)")
             } catch {
                 release(exclusive, on: conn)
-                gate.returnConnection(conn)
+                giveBack(conn)
                 // Nothing ran yet: a connection that died while idle (server restart) is
                 // replaced once rather than failing the caller.
-                if !conn.isUsable && reconnects == 0 {
+                if !conn.isUsable && reconnects == 0 && borrowed == nil {
                     reconnects += 1
                     continue
                 }
@@ -154,13 +174,13 @@ public final class PGPool: Sendable {
             switch outcome {
             case .success(let value):
                 release(exclusive, on: conn)
-                gate.returnConnection(conn)
+                giveBack(conn)
                 tx.runCommitHooks()
                 return value
             case .failure(let error):
                 if conn.isUsable && !conn.isIdle { _ = try? conn.execute("ROLLBACK") }
                 release(exclusive, on: conn)
-                gate.returnConnection(conn)
+                giveBack(conn)
                 guard conn.sawConflict else { throw error }
                 guard retries < options.maxRetries else {
                     throw ParseError(.scriptFailed, PGError.conflictMessage,
@@ -203,9 +223,16 @@ public enum PGIsolation: Sendable {
 /// the pool's serial number (addresses are reused).
 final class PGThreadState {
     var transactions: [(pool: Int, tx: PGTransaction)] = []
+    /// Connections this thread holds through `withConnection`, outside any transaction.
+    var held: [(pool: Int, conn: PGConnection)] = []
 
     func transaction(for pool: Int) -> PGTransaction? {
         for t in transactions where t.pool == pool { return t.tx }
+        return nil
+    }
+
+    func held(for pool: Int) -> PGConnection? {
+        for h in held where h.pool == pool { return h.conn }
         return nil
     }
 

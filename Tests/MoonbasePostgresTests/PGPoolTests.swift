@@ -269,6 +269,56 @@ extension PostgresSuite {
             #expect(pool.openConnections <= 2)
         }
 
+        /// An afterFind trigger queries while the find that runs it still holds its connection:
+        /// the nested call must use that connection, not wait for a second one. With every
+        /// connection held by a thread that wanted another, all of them waited out the acquire
+        /// timeout.
+        @Test func nestedCallsOnOneThreadUseTheConnectionItHolds() throws {
+            var options = PGPool.Options()
+            options.maxConnections = 2
+            options.acquireTimeoutMillis = 3_000
+            let pool = try PGPool(url: PGTestCluster.url, options: options)
+            defer { pool.close() }
+            let t = uniqueTable()
+            try pool.withConnection { (c) throws(ParseError) in
+                try c.executeScript("CREATE TABLE \(t)(id text PRIMARY KEY, n bigint NOT NULL)")
+            }
+            let holding = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+            let errors = Locked<[String]>([])
+            let threads = (0..<2).map { (me: Int) -> DispatchGroup in
+                onThread {
+                    do {
+                        try pool.withConnection { (outer) throws(ParseError) in
+                            _ = try outer.execute("SELECT 1")
+                            // Both threads hold a connection before either nests: the pool is empty.
+                            holding[me].signal()
+                            _ = holding[1 - me].wait(timeout: .now() + .seconds(30))
+                            let n = try pool.withConnection { (c) throws(ParseError) in
+                                try c.execute("SELECT $1::bigint", [.integer(Int64(me))]).scalar?.int64
+                            }
+                            #expect(n == Int64(me))
+                            try pool.transaction(isolation: .readCommitted) { (tx) throws(ParseError) in
+                                try tx.connection.execute("INSERT INTO \(t) VALUES ($1, $2)", [.text("r\(me)"), .integer(Int64(me))])
+                            }
+                            try pool.transaction(exclusive: 42) { (tx) throws(ParseError) in
+                                try tx.connection.execute("UPDATE \(t) SET n = n + 10 WHERE id = $1", [.text("r\(me)")])
+                            }
+                            // The outer caller carries on in autocommit on the same connection.
+                            #expect(outer.isIdle)
+                            #expect(try outer.execute("SELECT n FROM \(t) WHERE id = $1", [.text("r\(me)")]).scalar?.int64 == Int64(me) + 10)
+                        }
+                    } catch {
+                        errors.update { $0.append("\(error)") }
+                    }
+                }
+            }
+            for g in threads { #expect(g.wait(timeout: .now() + .seconds(60)) == .success) }
+            #expect(errors.get == [])
+            #expect(pool.openConnections <= 2)
+            let sum = try pool.withConnection { (c) throws(ParseError) in try c.execute("SELECT sum(n)::bigint FROM \(t)").scalar?.int64 }
+            #expect(sum == 21)
+        }
+
         @Test func losingTheConnectionMidTransactionFailsCleanly() throws {
             let (pool, t) = try counter()
             defer { pool.close() }
