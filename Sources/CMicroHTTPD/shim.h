@@ -204,20 +204,26 @@ static inline int mb_set_thread_nice(int32_t tid, int nice) {
     return setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0 ? 0 : errno;
 }
 
+/** Reads /proc/self/task/<tid>/<name> into buf (NUL-terminated); the byte count, or -1. */
+static inline ssize_t mb_read_task_file(int32_t tid, const char *name, char *buf, size_t cap) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    return n;
+}
+
 /** One thread's scheduler counters from /proc/self/task/<tid>/schedstat: nanoseconds on a CPU
  * and nanoseconds runnable but waiting for one. The difference from wall time is time asleep
  * (a lock, a socket, a sleep), which the thread's CPU clock alone cannot tell apart from time
  * spent waiting for a busy CPU. Returns 0, or -1 when the file cannot be read. */
 static inline int mb_thread_schedstat(int32_t tid, uint64_t *run_ns, uint64_t *wait_ns) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
     char buf[96];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = 0;
+    if (mb_read_task_file(tid, "schedstat", buf, sizeof buf) < 0) return -1;
     unsigned long long run = 0, wait = 0;
     if (sscanf(buf, "%llu %llu", &run, &wait) != 2) return -1;
     *run_ns = run;
@@ -230,15 +236,8 @@ static inline int mb_thread_schedstat(int32_t tid, uint64_t *run_ns, uint64_t *w
  * counters of `mb_thread_schedstat` add a wait for a CPU only once the thread gets one, so a
  * thread queued for a CPU right now looks idle there; its state says 'R'. */
 static inline char mb_thread_state(int32_t tid) {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
     char buf[256];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return 0;
-    buf[n] = 0;
+    if (mb_read_task_file(tid, "stat", buf, sizeof buf) < 0) return 0;
     /* "tid (comm) S ...": the name may hold spaces and parentheses, so take the last ')'. */
     char *close_paren = strrchr(buf, ')');
     if (!close_paren || close_paren[1] != ' ') return 0;
