@@ -231,11 +231,16 @@ extension PostgresSuite {
             #expect(try value(pool, t) == 101)
         }
 
-        @Test func thePoolIsBoundedAndTimesOut() throws {
+        /// A pool of at most two connections whose callers wait `waitMillis` for one.
+        func twoConnections(waitMillis: Int) throws -> PGPool {
             var options = PGPool.Options()
             options.maxConnections = 2
-            options.acquireTimeoutMillis = 2_000
-            let pool = try PGPool(url: PGTestCluster.url, options: options)
+            options.acquireTimeoutMillis = waitMillis
+            return try PGPool(url: PGTestCluster.url, options: options)
+        }
+
+        @Test func thePoolIsBoundedAndTimesOut() throws {
+            let pool = try twoConnections(waitMillis: 2_000)
             defer { pool.close() }
             let release = DispatchSemaphore(value: 0)
             let holding = DispatchSemaphore(value: 0)
@@ -274,10 +279,7 @@ extension PostgresSuite {
         /// connection held by a thread that wanted another, all of them waited out the acquire
         /// timeout.
         @Test func nestedCallsOnOneThreadUseTheConnectionItHolds() throws {
-            var options = PGPool.Options()
-            options.maxConnections = 2
-            options.acquireTimeoutMillis = 3_000
-            let pool = try PGPool(url: PGTestCluster.url, options: options)
+            let pool = try twoConnections(waitMillis: 3_000)
             defer { pool.close() }
             let t = uniqueTable()
             try pool.withConnection { (c) throws(ParseError) in
