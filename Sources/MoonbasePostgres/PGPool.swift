@@ -78,14 +78,29 @@ public final class PGPool: Sendable {
     public func withConnection<T>(_ body: (PGConnection) throws(ParseError) -> T) throws(ParseError) -> T {
         let state = PGThreadState.current.value
         if let tx = state.transaction(for: serial) { return try body(tx.connection) }
-        if let held = state.held(for: serial) { return try body(held) }
+        let lease = try self.lease(state)
+        defer { end(lease, state) }
+        return try body(lease.conn)
+    }
+
+    /// A connection the calling thread holds: the one it already holds on this pool (`owned`
+    /// false: its holder gives it back), or a pooled one, registered as held until `end`.
+    private struct Lease {
+        let conn: PGConnection
+        let owned: Bool
+    }
+
+    private func lease(_ state: PGThreadState) throws(ParseError) -> Lease {
+        if let held = state.held(for: serial) { return Lease(conn: held, owned: false) }
         let conn = try acquire()
         state.held.append((serial, conn))
-        defer {
-            state.held.removeAll { $0.pool == serial }
-            gate.returnConnection(conn)
-        }
-        return try body(conn)
+        return Lease(conn: conn, owned: true)
+    }
+
+    private func end(_ lease: Lease, _ state: PGThreadState) {
+        guard lease.owned else { return }
+        state.held.removeAll { $0.pool == serial }
+        gate.returnConnection(lease.conn)
     }
 
     private func acquire() throws(ParseError) -> PGConnection {
@@ -130,25 +145,22 @@ public final class PGPool: Sendable {
                                _ body: (PGTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         let state = PGThreadState.current.value
         if let tx = state.transaction(for: serial) { return try tx.nested(body) }
-        // Inside `withConnection` on this thread: the transaction runs on that connection (one
-        // connection per thread, see `withConnection`), which goes back to its holder, not the pool.
-        let borrowed = state.held(for: serial)
-        let giveBack = { [gate] (conn: PGConnection) in if borrowed == nil { gate.returnConnection(conn) } }
         var retries = 0
         var reconnects = 0
         while true {
-            let conn: PGConnection
-            if let borrowed { conn = borrowed } else { conn = try acquire() }
+            // Inside `withConnection` on this thread, the transaction runs on that connection.
+            let lease = try self.lease(state)
+            let conn = lease.conn
             conn.resetConflict()
             do {
                 if let key = exclusive { _ = try conn.execute("SELECT pg_advisory_lock($1)", [.integer(key)]) }
                 try conn.execute("BEGIN ISOLATION LEVEL \(isolation.sql)")
             } catch {
                 release(exclusive, on: conn)
-                giveBack(conn)
-                // Nothing ran yet: a connection that died while idle (server restart) is
+                end(lease, state)
+                // Nothing ran yet: a pooled connection that died while idle (server restart) is
                 // replaced once rather than failing the caller.
-                if !conn.isUsable && reconnects == 0 && borrowed == nil {
+                if !conn.isUsable && reconnects == 0 && lease.owned {
                     reconnects += 1
                     continue
                 }
@@ -174,13 +186,13 @@ public final class PGPool: Sendable {
             switch outcome {
             case .success(let value):
                 release(exclusive, on: conn)
-                giveBack(conn)
+                end(lease, state)
                 tx.runCommitHooks()
                 return value
             case .failure(let error):
                 if conn.isUsable && !conn.isIdle { _ = try? conn.execute("ROLLBACK") }
                 release(exclusive, on: conn)
-                giveBack(conn)
+                end(lease, state)
                 guard conn.sawConflict else { throw error }
                 guard retries < options.maxRetries else {
                     throw ParseError(.scriptFailed, PGError.conflictMessage,
