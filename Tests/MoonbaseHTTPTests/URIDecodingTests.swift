@@ -27,6 +27,13 @@ struct URIDecodingTests {
         #expect(URIDecoding.parseQuery("")?.isEmpty == true)
         #expect(URIDecoding.parseQuery("a=%G1") == nil)
         #expect(URIDecoding.parseQuery("a=1=2")?.first?.1 == "1=2")
+        // Escapes cut short, decoded NULs and bytes that are not UTF-8, in names and values.
+        for bad in ["a=%", "a=%4", "a=1&b=%4", "%zz=1", "a=%00", "a=%C3", "a=%C3&b=1", "%=1", "a=\u{0}"] {
+            #expect(URIDecoding.parseQuery(bad) == nil, "\(bad)")
+        }
+        let mixed = try #require(URIDecoding.parseQuery("&&caf%C3%A9=cr%C3%A8me+br%C3%BBl%C3%A9e&=v&k=&raw=é&"))
+        #expect(mixed.map { $0.0 } == ["café", "", "k", "raw"])
+        #expect(mixed.map { $0.1 } == ["crème brûlée", "v", "", "é"])
     }
 
     @Test func splitTarget() {

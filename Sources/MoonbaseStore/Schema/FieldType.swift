@@ -52,9 +52,11 @@ public enum Naming {
     public static let systemClasses: Set<String> = ["_User", "_Session", "_JobStatus", "_Usage", "_Installation", "_Role"]
 
     /// `^[A-Za-z][A-Za-z0-9_]*$`, no `__`, at most 64 characters; a leading `_` only for system classes.
+    /// (Checked on every query and write: one pass over the bytes, no allocation; a leading `_`
+    /// can only be a system class, since an identifier starts with a letter.)
     public static func isValidClassName(_ name: String) -> Bool {
-        if systemClasses.contains(name) { return true }
-        return isIdentifier(name, maxLength: 64) && !name.contains("__") && !isReservedTableName(name)
+        if name.utf8.first == UInt8(ascii: "_") { return systemClasses.contains(name) }
+        return isIdentifier(name, maxLength: 64, doubleUnderscore: false) && !isReservedTableName(name)
     }
 
     /// Throws 103 "invalid class name" unless `isValidClassName` (queries on either backend).
@@ -67,16 +69,38 @@ public enum Naming {
 
     /// A dotted path of valid field names (`a.b.c`), for nested keys in queries, `keys` and `include`.
     public static func isValidFieldPath(_ path: String) -> Bool {
-        let parts = path.split(separator: ".", omittingEmptySubsequences: false)
-        return !parts.isEmpty && parts.count <= 8 && parts.allSatisfy { isValidFieldName(String($0)) }
+        var parts = 0, length = 0
+        for c in path.utf8 {
+            if c == UInt8(ascii: ".") {
+                guard length > 0 else { return false }
+                parts += 1
+                length = 0
+                continue
+            }
+            if length == 0 { guard isLetter(c) else { return false } }
+            else { guard isLetter(c) || isDigit(c) || c == UInt8(ascii: "_") else { return false } }
+            length += 1
+            guard length <= 64 else { return false }
+        }
+        return length > 0 && parts + 1 <= 8
     }
 
-    static func isIdentifier(_ s: String, maxLength: Int) -> Bool {
-        let u = Array(s.utf8)
-        guard !u.isEmpty, u.count <= maxLength else { return false }
-        func letter(_ c: UInt8) -> Bool { (c >= 65 && c <= 90) || (c >= 97 && c <= 122) }
-        guard letter(u[0]) else { return false }
-        return u.dropFirst().allSatisfy { letter($0) || ($0 >= 48 && $0 <= 57) || $0 == 95 }
+    @inline(__always) static func isLetter(_ c: UInt8) -> Bool { (c >= 65 && c <= 90) || (c >= 97 && c <= 122) }
+    @inline(__always) static func isDigit(_ c: UInt8) -> Bool { c >= 48 && c <= 57 }
+
+    /// `^[A-Za-z][A-Za-z0-9_]*$` of at most `maxLength` bytes (and without `__` unless allowed).
+    static func isIdentifier(_ s: String, maxLength: Int, doubleUnderscore: Bool = true) -> Bool {
+        var n = 0
+        var previous: UInt8 = 0
+        for c in s.utf8 {
+            if n == 0 { guard isLetter(c) else { return false } }
+            else { guard isLetter(c) || isDigit(c) || c == UInt8(ascii: "_") else { return false } }
+            if !doubleUnderscore && c == UInt8(ascii: "_") && previous == UInt8(ascii: "_") { return false }
+            n += 1
+            guard n <= maxLength else { return false }
+            previous = c
+        }
+        return n > 0
     }
 
     /// `"Post"`.
