@@ -107,6 +107,14 @@ import Testing
                     try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
                     results.append(ids)
                 }
+                if let geo = compiled.geo, geo.boxes.count == 1 {
+                    let found = try GeoPlanner.candidates(geo: geo, upTo: 1_000_000, on: fx.conn)
+                    let s = try b.select(plan: .candidates(found.ids), order: [SortKey(field: "createdAt", descending: true)], limit: 20, skip: 3)
+                    var ids: [String] = []
+                    try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
+                    results.append(ids)
+                    #expect(found.hits > 20)
+                }
                 if let rids = try GeoPlanner.newestByRid(builder: b, limit: 20, skip: 3, on: fx.conn) {
                     let s = SelectBuilder.byRids("P", rids)
                     var ids: [String] = []
@@ -163,11 +171,15 @@ import Testing
             let desc = order.hasPrefix("-")
             switch try GeoPlanner.plan(builder: b, order: [SortKey(field: "createdAt", descending: desc)], limit: 10, skip: 0, on: fx.conn) {
             case .rids: return "rids"
+            case .select(.candidates): return "candidates"
             case .select(let p): return "\(p)"
             }
         }
-        #expect(try choice(40.1, -73.9, 0.02, "-createdAt") == "rtreeJoin")  // ~6 hits
-        #expect(try choice(40.1, -73.9, 0.02, "createdAt") == "rtreeJoin")
+        #expect(try choice(40.1, -73.9, 0.02, "-createdAt") == "candidates")  // ~6 hits, collected while counted
+        #expect(try choice(40.1, -73.9, 0.02, "createdAt") == "candidates")
+        // No hit at all: an empty candidate list, an empty page.
+        #expect(try choice(10, 10, 0.02, "-createdAt") == "candidates")
+        #expect(try fx.ids("P", json(#"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":10,"longitude":10},{"__type":"GeoPoint","latitude":10.02,"longitude":10.02}]}}}"#), order: "-createdAt", limit: 10) == [])
         #expect(try choice(40.1, -73.9, 0.2, "-createdAt") == "rids")        // ~640 hits, ≤ 25 cells: cell plan
         #expect(try choice(40.1, -73.9, 0.2, "createdAt") == "rids")
         #expect(try GeoCellPlan(geo: try QueryCompiler(schema: schema).compile(json(#"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.1,"longitude":-73.9},{"__type":"GeoPoint","latitude":40.55,"longitude":-73.45}]}}}"#)).geo!) == nil)

@@ -19,6 +19,10 @@ public enum GeoPlan: Sendable, Equatable {
     /// The candidate set is built as for `rtreeSetScan`; the `createdAt` index is walked and each
     /// row probes the in-memory set.
     case rtreeSetWalk
+    /// The rows whose rids are in a JSON array (`GeoPlanner.candidates`: the R*Tree hits that
+    /// passed the exact test, collected while counting them), joined by rid and sorted. For an
+    /// area with few hits it reads the R*Tree once per query instead of twice (count, then join).
+    case candidates(String)
 }
 
 /// Assembles the SELECT for a find: columns, compiled where, ACL filter, order, limit/skip.
@@ -107,6 +111,11 @@ struct SelectBuilder {
             conds.append(QueryCompiler.Frag(
                 "\(plan == .rtreeSetWalk ? "+" : "")t.rid IN (SELECT r.id FROM \(geo.rtree) r WHERE r.maxLat >= ? AND r.minLat <= ? AND r.maxLng >= ? AND r.minLng <= ? AND \(geo.rtreeExactSQL))",
                 [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + geo.rtreeExactBinds))
+            conds.append(QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds))
+        case .candidates(let ids):
+            guard compiled.geo != nil else { return try select(plan: .generic, order: order, limit: limit, skip: skip, columns: columns) }
+            sql += "json_each(?) g CROSS JOIN \(table) t ON t.rid = g.value"
+            binds.append(.text(ids))
             conds.append(QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds))
         case .generic:
             sql += "\(table) t"
