@@ -25,6 +25,8 @@ import MoonbaseSQLite
 /// Ahead of these, ordered by createdAt within an area of at most 64 grid cells, `GeoCellPlan`
 /// reads about K rows per cell from the (cell, createdAt) index, whatever the hit count: it is
 /// taken when the R*Tree holds more hits than its expected cost in joins (counted up to that).
+/// Below that count a single-box area's hits are joined by rid from the list gathered while
+/// counting them (`GeoPlan.candidates`: one R*Tree search, not a count and then a join).
 ///
 /// Figures (thread CPU per query, p50 / p99, debug test build, whole `find` incl. compile and
 /// JSON; `MOONBASE_QUERY_PERF=1 swift test --filter QueryGeoPerfTests`), before → with the cell plan:
@@ -50,8 +52,8 @@ enum GeoPlanner {
     /// Picks (and for the rid and cell plans, runs) the plan, counting R*Tree hits at most twice.
     ///
     /// Ordered by createdAt within a small enough area (≤ `GeoCellPlan.maxCells` cells), the
-    /// hits are counted up to the cell plan's expected cost in R*Tree joins: fewer → join them,
-    /// more → the cell plan. Otherwise (or when the cell plan gives up) the hit count picks
+    /// hits are counted up to the cell plan's expected cost in R*Tree joins: fewer → join them
+    /// (a single box: by the ids gathered while counting), more → the cell plan. Otherwise (or when the cell plan gives up) the hit count picks
     /// among the R*Tree join, the rid plan and the createdAt walk.
     static func plan(builder: SelectBuilder, order: [SortKey], limit: Int, skip: Int, on conn: Connection) throws(ParseError) -> Choice {
         guard let geo = builder.compiled.geo else { return .select(.generic) }
