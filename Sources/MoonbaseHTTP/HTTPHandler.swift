@@ -26,6 +26,10 @@ public protocol HTTPHandler: Sendable {
     /// Does the attempt run as an idle worker (its Lua VM), or on the I/O thread alone? Asked
     /// after `wantsAttempt` said true. Defaults to true.
     func attemptNeedsSeat(_ request: HTTPRequest) -> Bool
+    /// For an attempt without a seat: is it made only while the pool holds long calls (spinning
+    /// or waiting scripts, behind which a queued request could wait), not otherwise? Defaults
+    /// to false: attempted either way.
+    func attemptsOnlyBesideLongCalls(_ request: HTTPRequest) -> Bool
     /// Runs on the I/O thread as the idle worker `seat`, which the pool holds parked meanwhile
     /// (nil when `attemptNeedsSeat` said false): the answer, or nil when the work must continue
     /// on a worker — the server then hands the request to that very worker, whose `handle`
@@ -40,6 +44,7 @@ extension HTTPHandler {
     public func dispatch(_ request: inout HTTPRequest) -> Bool { runsInline(request) }
     public func wantsAttempt(_ request: HTTPRequest) -> Bool { false }
     public func attemptNeedsSeat(_ request: HTTPRequest) -> Bool { true }
+    public func attemptsOnlyBesideLongCalls(_ request: HTTPRequest) -> Bool { false }
     public func attempt(_ request: HTTPRequest, seat: Int?) -> HTTPResponse? { nil }
 }
 

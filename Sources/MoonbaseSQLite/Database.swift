@@ -118,6 +118,9 @@ public final class Database: Sendable {
         endHeldRead(state)   // this thread's next read must see this write
         guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
         let inline = InlineAttempt.active
+        // A read attempt may be cut short and run again (see `InlineAttempt`): it must never
+        // have written. Nothing a find or get does writes; this keeps it so.
+        if inline && InlineAttempt.hasReadBudget { throw InlineAttempt.continuesOnWorker }
         if inline {
             try lockInline()
         } else {
@@ -190,6 +193,11 @@ public final class Database: Sendable {
 
     // MARK: Reading
 
+    /// How many SQLite virtual-machine steps pass between two checks of a read attempt's
+    /// budget (`sqlite3_progress_handler`): a W3s find takes a few thousand, one check costs
+    /// tens of nanoseconds.
+    static let progressSteps: Int32 = 1000
+
     /// Runs `body` with this thread's read connection (opened on first use), or with the
     /// writer connection when this thread is inside `write`.
     public func read<T>(_ body: (Connection) throws(ParseError) -> T) throws(ParseError) -> T {
@@ -202,6 +210,9 @@ public final class Database: Sendable {
             guard !isClosed.load(ordering: .acquiring) else { throw ParseError.internalError("database is closed") }
             state.pruneClosedReaders()
             conn = try Connection(path: path, options: options.reader, functions: functions.withLock { $0 })
+            // Reads attempted on an I/O thread stop when their budget is spent (see
+            // `InlineAttempt`); elsewhere the check finds no attempt and costs a thread-local read.
+            sqlite3_progress_handler(conn.handle, Database.progressSteps, { _ in InlineAttempt.progressCheck() }, nil)
             state.readers.append((serial, conn))
             readerRegistry.withLock { regs in
                 regs.removeAll { $0.connection == nil }

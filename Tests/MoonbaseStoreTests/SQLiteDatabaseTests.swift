@@ -117,6 +117,43 @@ struct SQLiteDatabaseTests {
         db.releaseReads()   // idempotent
     }
 
+    /// A read attempted on an I/O thread under a budget (`InlineAttempt`): a statement that
+    /// runs past it is interrupted and the attempt is marked expired (its answer is not used);
+    /// one within it answers as usual; a write inside a read attempt is refused before it
+    /// starts, so an attempt that is run again never wrote. Off attempts nothing changes.
+    @Test func readAttemptsStopAtTheirBudgetAndNeverWrite() throws {
+        let db = f.database
+        // About 10^6 VM steps: far past 1 µs, well within any test's time.
+        let slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 300000) SELECT count(*) FROM c"
+        let quick = InlineAttempt.running(readBudgetNanos: 50_000_000) { () -> (Int64?, Bool) in
+            let n = try? db.read { (c) throws(ParseError) -> Int64? in
+                if case .integer(let n)? = try c.scalar("SELECT count(*) FROM t") { return n }
+                return nil
+            }
+            return (n ?? nil, InlineAttempt.expired)
+        }
+        #expect(quick.0 == 0 && quick.1 == false)
+        let cut = InlineAttempt.running(readBudgetNanos: 1_000) { () -> (Bool, Bool) in
+            let failed = (try? db.read { (c) throws(ParseError) in try c.scalar(slow) }) == nil
+            return (failed, InlineAttempt.expired)
+        }
+        #expect(cut.0 && cut.1)
+        let refused = InlineAttempt.running(readBudgetNanos: 50_000_000) { () -> Bool in
+            do throws(ParseError) {
+                try db.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(v) VALUES('from a read')") }
+                return false
+            } catch {
+                return InlineAttempt.isContinuesOnWorker(error)
+            }
+        }
+        #expect(refused)
+        #expect(try count() == 0)
+        // Outside an attempt the same statement runs to the end on the same connection.
+        let full = try db.read { (c) throws(ParseError) in try c.scalar(slow) }
+        #expect(full == .integer(300000))
+        #expect(InlineAttempt.expired == false)
+    }
+
     @Test func concurrentWritersAreSerialised() throws {
         try f.database.write { (tx) throws(ParseError) in try tx.connection.run("INSERT INTO t(id, v) VALUES(1, 'c')") }
         let db = f.database

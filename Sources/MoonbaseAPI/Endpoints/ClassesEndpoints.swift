@@ -22,7 +22,7 @@ enum ClassesEndpoints {
                 let o = try s.objects.create(className, body, caller: s.caller(req))
                 return created(s, req, className: className, o)
             }),
-            ("GET", "/parse/classes/:className/:objectId", Endpoint("classes.get", access: .app) { req throws(ParseError) in
+            ("GET", "/parse/classes/:className/:objectId", Endpoint("classes.get", access: .app, attemptable: true) { req throws(ParseError) in
                 let className = req.param("className")
                 req.target = .class(className)
                 let (keys, include) = try keysAndInclude(req.http)
@@ -49,7 +49,7 @@ enum ClassesEndpoints {
                 try s.objects.delete(className, req.param("objectId"), caller: s.caller(req))
                 return .json(200, Array("{}".utf8))
             }),
-            ("GET", "/parse/classes/:className", Endpoint("classes.find", access: .app) { req throws(ParseError) in
+            ("GET", "/parse/classes/:className", Endpoint("classes.find", access: .app, attemptable: true) { req throws(ParseError) in
                 let className = req.param("className")
                 req.target = .class(className)
                 let q = try FindQuery(className: className, rest: restParams(req.http))

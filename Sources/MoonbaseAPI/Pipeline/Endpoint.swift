@@ -24,7 +24,8 @@ public struct Endpoint: Sendable {
     public var inline: Bool
     /// Counted in usage (false for health and metrics).
     public var charged: Bool
-    /// May start on the I/O thread as an attempt (Lua functions and routes, creates: see `API.attempt`).
+    /// May start on the I/O thread as an attempt (Lua functions and routes, creates, and REST
+    /// reads while long calls hold workers: see `API.attempt`).
     public var attemptable: Bool
     /// A stable name for metrics and usage (`classes.create`).
     public var name: String

@@ -143,8 +143,12 @@ final class ServerCore: Sendable {
             var reserved: (index: Int, seat: Int)?
             if handler.wantsAttempt(state.request) {
                 if !handler.attemptNeedsSeat(state.request) {
-                    // No worker's VM needed (a create): whichever worker is free finishes it.
-                    if let r = handler.attempt(state.request, seat: nil) { return answer(state, r, close: false) }
+                    // No worker's VM needed (a create; a read while long calls hold workers, so
+                    // it need not queue behind them): whichever worker is free finishes it.
+                    if !handler.attemptsOnlyBesideLongCalls(state.request) || pool.holdsLongJobs,
+                       let r = handler.attempt(state.request, seat: nil) {
+                        return answer(state, r, close: false)
+                    }
                 } else if let w = pool.reserveIdle() {
                     if let r = handler.attempt(state.request, seat: w.seat) {
                         pool.release(w.index)

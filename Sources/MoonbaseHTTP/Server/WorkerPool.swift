@@ -122,6 +122,8 @@ final class WorkerPool: @unchecked Sendable {
     let graceNanos: UInt64
     /// Workers replaced since start (diagnostics, metrics).
     let replaced = Atomic<Int>(0)
+    /// Set by the monitor: some worker runs a long call found spinning or waiting.
+    private let longJobsRunning = Atomic<Bool>(false)
     /// A worker busy this long on one job counts toward saturation.
     static let saturationNanos: UInt64 = 1_000_000_000
     /// A job running this long is long: when every worker runs one and jobs wait, the pool
@@ -273,6 +275,11 @@ final class WorkerPool: @unchecked Sendable {
         pthread_mutex_unlock(mutex)
         mb_parker_wake(word(index))
     }
+
+    /// Whether a worker runs a long call the monitor found spinning or waiting (growing pools
+    /// only; see `demoteLongJobs`). A short request queued now may wait for the pool to grow
+    /// past such calls, a few milliseconds or, when it is at its cap, until one ends.
+    var holdsLongJobs: Bool { longJobsRunning.load(ordering: .relaxed) }
 
     /// Jobs waiting for a worker (diagnostics).
     var queued: Int {
@@ -478,12 +485,39 @@ final class WorkerPool: @unchecked Sendable {
                 replaceOwedWorkers()
                 growIfStarved(now: now)
                 demoteLongJobs(now: now)
+                longJobsRunning.store(anyLongJob(), ordering: .relaxed)
                 let leaving = retireIdleExtras(now: now)
                 pthread_mutex_unlock(mutex)
                 for w in leaving { mb_parker_wake(word(w)) }
+            } else {
+                // A fixed pool sorts no job; it holds long calls when every worker has been on
+                // its job for `longJobNanos` (looked at every tick, 100 ms).
+                pthread_mutex_lock(mutex)
+                longJobsRunning.store(everyWorkerOnALongJob(now: monotonicNanos()), ordering: .relaxed)
+                pthread_mutex_unlock(mutex)
             }
             if jobLimitNanos > 0 && tick % stuckEvery == 0 { checkStuck() }
         }
+    }
+
+    /// Whether a worker runs a job the monitor found spinning or waiting (mutex held).
+    private func anyLongJob() -> Bool {
+        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && running[i] != nil {
+            let t = slots[i].startedAt.load(ordering: .relaxed)
+            if t != 0 && watch[i].job == t && (watch[i].kind == .spinning || watch[i].kind == .waiting) { return true }
+        }
+        return false
+    }
+
+    /// Whether every live worker has been on its job for `longJobNanos` (mutex held).
+    private func everyWorkerOnALongJob(now: UInt64) -> Bool {
+        var any = false
+        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] {
+            let t = slots[i].startedAt.load(ordering: .relaxed)
+            guard running[i] != nil, t != 0, now > t &+ WorkerPool.longJobNanos else { return false }
+            any = true
+        }
+        return any
     }
 
     /// Starts the base workers owed after demoted threads left (monitor thread, mutex held).

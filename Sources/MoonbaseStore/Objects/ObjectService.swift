@@ -192,6 +192,8 @@ public final class ObjectService: Sendable {
         if !caller.identity.isMaster, let t = triggers {
             hook = { (className: String, objects: [JSONObject]) throws(ParseError) -> [JSONObject] in
                 guard t.hasTrigger(.afterFind, className) else { return objects }
+                // Lua runs on a worker's VM, not on an I/O thread (an included class's trigger).
+                if InlineAttempt.active { throw InlineAttempt.continuesOnWorker }
                 return try t.runAfterFind(className: className, objects: objects, caller: caller)
             }
         } else {
