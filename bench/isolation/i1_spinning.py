@@ -114,6 +114,8 @@ def main():
         kinds = {"read": [], "write": [], "lua": []}
         errors = []
         cpu0 = cpu_seconds(proc.pid)
+        timeline = []   # (seconds, kind, started at): the slowest are reported
+        start = time.perf_counter()
         deadline = time.monotonic() + args.seconds
         i = 0
         while time.monotonic() < deadline:
@@ -129,6 +131,7 @@ def main():
                 status, data = request("POST", "/parse/functions/hello", "{}")
                 ok = status == 200
             kinds[kind].append(time.perf_counter() - t0)
+            timeline.append((time.perf_counter() - t0, kind, round(t0 - start, 3)))
             if not ok:
                 errors.append((kind, status, data[:200].decode(errors="replace")))
             i += 1
@@ -161,6 +164,7 @@ def main():
         "max_ms": ms(every[-1] if every else None),
         "by_kind": {k: {"n": len(v), "p50_ms": ms(percentile(sorted(v), 0.5)), "p99_ms": ms(percentile(sorted(v), 0.99))}
                     for k, v in kinds.items()},
+        "slowest": [{"kind": k, "ms": ms(d), "at_s": at} for d, k, at in sorted(timeline, reverse=True)[:5]],
         "server_cpu_s": round(cpu1 - cpu0, 2),
         "seconds": args.seconds,
     }
