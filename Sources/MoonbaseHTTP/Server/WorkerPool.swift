@@ -485,13 +485,13 @@ final class WorkerPool: @unchecked Sendable {
                 replaceOwedWorkers()
                 growIfStarved(now: now)
                 demoteLongJobs(now: now)
-                longJobsRunning.store(anyLongJob(), ordering: .relaxed)
+                longJobsRunning.store(anyLongJob(now: now), ordering: .relaxed)
                 let leaving = retireIdleExtras(now: now)
                 pthread_mutex_unlock(mutex)
                 for w in leaving { mb_parker_wake(word(w)) }
             } else {
                 // A fixed pool sorts no job; it holds long calls when every worker has been on
-                // its job for `longJobNanos` (looked at every tick, 100 ms).
+                // its job for `heldByLongJobNanos` (looked at every tick, 100 ms).
                 pthread_mutex_lock(mutex)
                 longJobsRunning.store(everyWorkerOnALongJob(now: monotonicNanos()), ordering: .relaxed)
                 pthread_mutex_unlock(mutex)
@@ -500,21 +500,31 @@ final class WorkerPool: @unchecked Sendable {
         }
     }
 
-    /// Whether a worker runs a job the monitor found spinning or waiting (mutex held).
-    private func anyLongJob() -> Bool {
+    /// A job on its worker this long, and found spinning or waiting, makes the pool hold long
+    /// calls (`holdsLongJobs`). Far above `longJobNanos`: a heavy query slowed by busy cores
+    /// (W5, about 1 ms of CPU, sometimes several ms on the clock) must not turn it on, or reads
+    /// would move to the I/O threads just when those are busy, take longer there, be cut short
+    /// and run twice, and keep it on (measured so at 3 ms: W5's p99 24 → 209–253 ms). Scripts
+    /// stuck at their limits (hundreds of ms) are past it almost all the time.
+    static let heldByLongJobNanos: UInt64 = 50_000_000
+
+    /// Whether a worker has run one job for `heldByLongJobNanos` that the monitor found spinning
+    /// or waiting (mutex held).
+    private func anyLongJob(now: UInt64) -> Bool {
         for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && running[i] != nil {
             let t = slots[i].startedAt.load(ordering: .relaxed)
-            if t != 0 && watch[i].job == t && (watch[i].kind == .spinning || watch[i].kind == .waiting) { return true }
+            guard t != 0, now > t &+ WorkerPool.heldByLongJobNanos else { continue }
+            if watch[i].job == t && (watch[i].kind == .spinning || watch[i].kind == .waiting) { return true }
         }
         return false
     }
 
-    /// Whether every live worker has been on its job for `longJobNanos` (mutex held).
+    /// Whether every live worker has been on its job for `heldByLongJobNanos` (mutex held).
     private func everyWorkerOnALongJob(now: UInt64) -> Bool {
         var any = false
         for i in 0..<threads.count where threads[i] != nil && !abandoned[i] {
             let t = slots[i].startedAt.load(ordering: .relaxed)
-            guard running[i] != nil, t != 0, now > t &+ WorkerPool.longJobNanos else { return false }
+            guard running[i] != nil, t != 0, now > t &+ WorkerPool.heldByLongJobNanos else { return false }
             any = true
         }
         return any
