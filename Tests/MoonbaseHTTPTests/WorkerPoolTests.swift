@@ -224,6 +224,43 @@ struct WorkerPoolTests {
         pool.stop()
     }
 
+    /// A call attempted on an I/O thread reserves an idle worker and, when it runs long, hands
+    /// itself to that worker (`submit(_:to:)`). A job queued in that instant must still wake
+    /// another idle worker: the hand-over was once counted as a worker on its way to the queue,
+    /// and the queued job then waited for some worker to finish (a REST read waited 258–278 ms
+    /// for a spinning script to end, beside an idle worker). Many rounds, since the window is
+    /// the microseconds before the reserved worker takes the lock again.
+    @Test func aJobHandedToAReservedWorkerDoesNotStrandAQueuedOne() throws {
+        let pool = try WorkerPool(workers: 2, maxQueued: 64)
+        for round in 0..<200 {
+            let gate = Gate()
+            let handed = Tally(), queued = Tally()
+            // Fresh workers park on their own; a round waits for one (a bounded wait).
+            var reserved = pool.reserveIdle()
+            for _ in 0..<2_000 where reserved == nil {
+                usleep(1_000)
+                reserved = pool.reserveIdle()
+            }
+            guard let w = reserved else {
+                Issue.record("round \(round): no idle worker to reserve")
+                break
+            }
+            pool.submit(TallyJob(handed, gate: gate), to: w.index)
+            #expect(pool.submit(TallyJob(queued)))
+            // The other worker is idle: the queued job runs while the handed one is still held.
+            let ran = queued.waitForRuns(1, millis: 2_000)
+            gate.release()
+            #expect(handed.waitForRuns(1))
+            guard ran else {
+                Issue.record("round \(round): the queued job waited for the handed one to finish")
+                break
+            }
+            // Both workers parked again before the next round.
+            for _ in 0..<2_000 where pool.status().busy > 0 { usleep(1_000) }
+        }
+        pool.stop()
+    }
+
     /// A growing pool lowers the CPU priority of a worker on a long job (so short requests go
     /// first on a busy CPU) and the next job runs at the normal priority again (on the same
     /// thread when the process may raise it back, on a fresh thread otherwise).
