@@ -110,14 +110,20 @@ public final class HTTPFileBody: Sendable {
     }
 }
 
+/// Header names compared ASCII-case-insensitively, over the strings' contiguous UTF-8 where they
+/// have it (every native string): zipping two `UTF8View`s cost about 20 instructions a byte.
 @inline(__always)
 func asciiCaseEqual(_ a: String, _ b: String) -> Bool {
-    let x = a.utf8, y = b.utf8
-    guard x.count == y.count else { return false }
-    for (p, q) in zip(x, y) where p != q {
-        let lp = (p >= 65 && p <= 90) ? p + 32 : p
-        let lq = (q >= 65 && q <= 90) ? q + 32 : q
-        if lp != lq { return false }
+    guard a.utf8.count == b.utf8.count else { return false }
+    @inline(__always) func same<X: Sequence, Y: Sequence>(_ x: X, _ y: Y) -> Bool where X.Element == UInt8, Y.Element == UInt8 {
+        for (p, q) in zip(x, y) where p != q {
+            let lp = (p >= 65 && p <= 90) ? p + 32 : p
+            let lq = (q >= 65 && q <= 90) ? q + 32 : q
+            if lp != lq { return false }
+        }
+        return true
     }
-    return true
+    return a.utf8.withContiguousStorageIfAvailable { x in
+        b.utf8.withContiguousStorageIfAvailable { y in same(x, y) }
+    }.flatMap { $0 } ?? same(a.utf8, b.utf8)
 }

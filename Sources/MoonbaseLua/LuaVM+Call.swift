@@ -43,6 +43,14 @@ extension LuaVM {
     /// Runs `ref` with `args` under `context`. The core of every invocation.
     func invoke(ref: Int32, args: [JSONValue], extras: [(String, LuaExtra)] = [], mode: LuaResultMode,
                 context: LuaCallContext) throws(ParseError) -> JSONValue {
+        try invoke(ref: ref, argBytes: JSON.encode(.array(args)), extras: extras, mode: mode, context: context)
+    }
+
+    /// The same, with the argument list already written as JSON text (a JSON array): handlers
+    /// get their `req` this way (`CloudRequest.arguments`), written once instead of built as a
+    /// value and then encoded.
+    func invoke(ref: Int32, argBytes: [UInt8], extras: [(String, LuaExtra)] = [], mode: LuaResultMode,
+                context: LuaCallContext) throws(ParseError) -> JSONValue {
         var attempt: Int64 = 0
         if contexts.isEmpty {
             attempt = attemptNanos
@@ -58,7 +66,6 @@ extension LuaVM {
                 }
             }
         }
-        let argBytes = JSON.encode(.array(args))
         var cMode: Int32
         var field: String?
         switch mode {

@@ -13,7 +13,7 @@ extension LuaVM {
         let p = try CloudValidation.validate(info.options, params: params, request: request)
         let ctx = makeContext(identity: request.identity, user: request.user, requestId: request.requestId,
                               name: name, limits: limits.applying(info.options))
-        return try invoke(ref: ref, args: [request.table([("params", .object(p))])], mode: .returnValue, context: ctx)
+        return try invoke(ref: ref, argBytes: request.arguments([("params", .object(p))]), mode: .returnValue, context: ctx)
     }
 
     /// Whether a trigger is registered (the store skips the call entirely otherwise).
@@ -43,7 +43,7 @@ extension LuaVM {
         case .afterFind: mode = .returnOrField("objects")
         default: mode = .returnValue
         }
-        let v = try invoke(ref: ref, args: [request.table(extra)], mode: mode, context: ctx)
+        let v = try invoke(ref: ref, argBytes: request.arguments(extra), mode: mode, context: ctx)
         switch kind {
         case .beforeSave:
             guard v.objectValue != nil else {
@@ -90,7 +90,7 @@ extension LuaVM {
         if !r.body.isEmpty, let j = try? JSON.parse(r.body) { extra.append(("json", j)) }
         let ctx = makeContext(identity: r.request.identity, user: r.request.user, requestId: r.request.requestId,
                               name: "\(route.method) \(route.path)", limits: limits.applying(route.options))
-        let v = try invoke(ref: ref, args: [r.request.table(extra)], extras: [("body", .bytes(r.body))],
+        let v = try invoke(ref: ref, argBytes: r.request.arguments(extra), extras: [("body", .bytes(r.body))],
                            mode: .returnValue, context: ctx)
         return try Self.routeResponse(v)
     }
@@ -150,7 +150,7 @@ extension LuaVM {
         }
         let ctx = makeContext(identity: request.identity, user: request.user, requestId: request.requestId,
                               name: name, limits: limits.applying(info.options), job: callbacks)
-        let v = try invoke(ref: ref, args: [request.table([("params", .object(params))])],
+        let v = try invoke(ref: ref, argBytes: request.arguments([("params", .object(params))]),
                            extras: [("progress", .function(progressFn)), ("message", .function(messageFn))],
                            mode: .returnValue, context: ctx)
         switch v {

@@ -153,6 +153,35 @@ import Testing
         #expect(failure { try run("return crypto.randomId(0)") } != nil)
     }
 
+    /// `req` as a handler sees it: header names lower-cased (a name that differs only in case
+    /// keeps its last value; a name outside printable ASCII is lower-cased too, and a quote in a
+    /// value stays a quote), `user`, `master`, `ip`, and the handler's own members.
+    @Test func requestTableMembers() throws {
+        let vm = try makeVM("""
+        cloud.define('req', function(req)
+          local names = {}
+          for k in pairs(req.headers) do names[#names + 1] = k end
+          table.sort(names)
+          return {names = names, headers = req.headers, user = req.user, master = req.master,
+                  ip = req.ip, params = req.params}
+        end)
+        cloud.route("GET", "/r/:id", function(req)
+          return {json = {id = req.path.id, method = req.method, host = req.headers.host, master = req.master,
+                          ip = req.ip == nil, user = req.user == nil}}
+        end)
+        """)
+        let request = CloudRequest(identity: .master, user: ["objectId": "u1", "name": "Ann"], requestId: "r1",
+                                   headers: [("Host", "h"), ("X-Parse-Application-Id", "app"), ("x-dup", "1"),
+                                             ("X-DUP", "2"), ("X-Ünï", "q\"uote")], ip: "10.0.0.1")
+        let v = try vm.runFunction("req", params: ["a": 1], request: request)
+        #expect(v == ["names": ["host", "x-dup", "x-parse-application-id", "x-ünï"],
+                      "headers": ["host": "h", "x-parse-application-id": "app", "x-dup": "2", "x-ünï": "q\"uote"],
+                      "user": ["objectId": "u1", "name": "Ann"], "master": true, "ip": "10.0.0.1", "params": ["a": 1]])
+        let r = try #require(try vm.runRoute(CloudRouteRequest(method: "get", path: "/r/7",
+                                                               request: CloudRequest(headers: [("HOST", "x")]))))
+        #expect(try JSON.parse(r.body) == ["id": "7", "method": "GET", "host": "x", "master": false, "ip": true, "user": true])
+    }
+
     @Test func triggersRoutesJobs() throws {
         let vm = try makeVM("""
         cloud.beforeSave("Post", function(req) req.object.n = (req.object.n or 0) + 1 end)

@@ -24,7 +24,7 @@ public struct Router<Value: Sendable>: Sendable {
         let m = method.uppercased()
         guard !m.isEmpty else { throw RouterError("empty method for \(pattern)") }
         guard pattern.utf8.first == UInt8(ascii: "/") else { throw RouterError("pattern must start with '/': \(pattern)") }
-        let segments = Router.segments(of: pattern)
+        let segments = RouteNode.segments(of: pattern)
         var names: [String] = []
         var kinds: [SegmentKind] = []
         for (i, s) in segments.enumerated() {
@@ -61,12 +61,8 @@ public struct Router<Value: Sendable>: Sendable {
     /// Methods registered for routes matching `path` (sorted), to tell 405 from 404.
     public func allowedMethods(path: String) -> [String] {
         var out = Set<String>()
-        root.collectMethods(Router.segments(of: path)[...], into: &out)
+        root.collectMethods(RouteNode.segments(of: path)[...], into: &out)
         return out.sorted()
-    }
-
-    static func segments(of path: String) -> [Substring] {
-        path.split(separator: "/", omittingEmptySubsequences: true)
     }
 }
 
@@ -74,7 +70,7 @@ extension RouteNode {
     /// The non-generic part of `Router.match`: the endpoint, captured values and wildcard rest.
     @usableFromInline
     func lookup(method: String, path: String) -> (RouteEndpoint, [Substring], String?)? {
-        let segs = path.split(separator: "/", omittingEmptySubsequences: true)
+        let segs = RouteNode.segments(of: path)
         var captured: [Substring] = []
         let m = RouteNode.upperASCII(method)
         if let (ep, rest) = find(segs[...], method: m, captured: &captured) { return (ep, captured, rest) }
@@ -89,6 +85,29 @@ extension RouteNode {
     static func params(_ names: [String], _ captured: [Substring]) -> [(String, String)] {
         if names.isEmpty { return [] }
         return zip(names, captured).map { ($0, String($1)) }
+    }
+
+    /// The non-empty `/`-separated segments of `path`. A byte scan: `/` is ASCII, so every cut
+    /// falls on a character boundary. The standard `split(separator:)` walks Characters
+    /// (grapheme breaking) and measured 5,600–9,800 instructions per request for two- and
+    /// three-segment paths, about 3% of a whole Lua route request; this scan costs a few hundred.
+    /// (It also cuts before a combining mark that follows a `/`, where `split` would not: paths
+    /// are bytes, as URLs are.)
+    static func segments(of path: String) -> [Substring] {
+        var out: [Substring] = []
+        out.reserveCapacity(4)
+        let u = path.utf8
+        var start = u.startIndex
+        var i = start
+        while i != u.endIndex {
+            if u[i] == UInt8(ascii: "/") {
+                if start != i { out.append(path[start..<i]) }
+                start = u.index(after: i)
+            }
+            i = u.index(after: i)
+        }
+        if start != u.endIndex { out.append(path[start..<u.endIndex]) }
+        return out
     }
 
     /// `method` upper-cased, without a new string when it already is (the usual case).
