@@ -41,8 +41,10 @@ def test_one_text_line_per_request_with_its_fields(server_factory):
     oid = r.json()["objectId"]
     assert server.req("GET", f"/parse/classes/Logged/{oid}", headers={"X-Request-Id": "get-req-2"}).status_code == 200
     assert server.req("GET", "/parse/nothing-here", headers={"X-Request-Id": "missing-req-3"}).status_code == 404
+    # A space in the (decoded) path would split the line's fields: it is written as %20.
+    assert server.req("GET", "/parse/no%20such", headers={"X-Request-Id": "space-req-4"}).status_code == 404
     # Lines reach stderr while the server runs (background flush), not only at shutdown.
-    assert wait_for(server, "[missing-req-3]"), server.read_log()[-2000:]
+    assert wait_for(server, "[space-req-4]"), server.read_log()[-2000:]
     lines = {l["rid"]: l for l in request_lines_text(server.read_log())}
     c = lines["create-req-1"]
     assert (c["method"], c["path"], c["status"]) == ("POST", "/parse/classes/Logged", "201")
@@ -51,6 +53,7 @@ def test_one_text_line_per_request_with_its_fields(server_factory):
     g = lines["get-req-2"]
     assert (g["method"], g["path"], g["status"]) == ("GET", f"/parse/classes/Logged/{oid}", "200")
     assert lines["missing-req-3"]["status"] == "404"
+    assert (lines["space-req-4"]["path"], lines["space-req-4"]["status"]) == ("/parse/no%20such", "404")
 
 
 def test_a_signed_in_caller_is_logged_as_its_user(server_factory):
