@@ -133,6 +133,36 @@ private func compile(_ w: String) throws(ParseError) -> CompiledWhere {
         #expect(out.geo?.boxes.count == 2)
     }
 
+    /// Geo SQL texts are shared per class, field and shape (`GeoTexts`): a later query of the same
+    /// shape gets the same text with its own values, another class or field its own names.
+    @Test func geoTextsAreSharedByShapeNotByValue() throws {
+        let box = { (s: Double, w: Double) in
+            #"{"location":{"$within":{"$box":[{"__type":"GeoPoint","latitude":\#(s),"longitude":\#(w)},{"__type":"GeoPoint","latitude":\#(s + 1),"longitude":\#(w + 1)}]}}}"#
+        }
+        let a = try compile(box(10, 20)), b = try compile(box(30, 40))
+        #expect(a.sql == b.sql && a.geo?.rtreeExactSQL == b.geo?.rtreeExactSQL)
+        #expect(a.binds == [.real(10), .real(11), .real(20), .real(21), .real(10), .real(11), .real(20), .real(21)])
+        #expect(b.binds == [.real(30), .real(31), .real(40), .real(41), .real(30), .real(31), .real(40), .real(41)])
+        #expect(b.geo?.rtreeExactBinds == [.real(30), .real(31), .real(40), .real(41), .real(30), .real(31), .real(40), .real(41)])
+        // Across the antimeridian: two R*Tree searches and the split longitude test.
+        let split = try compile(#"{"location":{"$within":{"$box":[{"__type":"GeoPoint","latitude":1,"longitude":179.5},{"__type":"GeoPoint","latitude":2,"longitude":-179.5}]}}}"#)
+        #expect(split.sql.components(separatedBy: "UNION ALL").count == 2 && split.sql.contains(">= ? OR"))
+        #expect(!a.sql.contains("UNION ALL"))
+        // Another class, another field: their own table and JSON path.
+        let place = QuerySchema(className: "Place", fields: ["spot": FieldInfo(type: .geoPoint)])
+        let p = try QueryCompiler(schema: place).compile(json(box(10, 20).replacingOccurrences(of: "location", with: "spot")))
+        #expect(p.sql.contains("\"Place__geo__spot\"") && p.sql.contains("'$.spot.latitude'") && !p.sql.contains("location"))
+        #expect(p.geo?.rtreeExactSQL.contains("FROM \"Place\" WHERE") == true)
+        #expect(try compile(box(10, 20)).sql.contains("'$.location.latitude'"))
+        // A circle: the R*Tree-row test's binds are the inner and outer radius, then the exact test's.
+        let near = try compile(#"{"location":{"$nearSphere":{"__type":"GeoPoint","latitude":1,"longitude":2},"$maxDistance":0.5}}"#)
+        let g = try #require(near.geo)
+        #expect(g.circle == GeoCircle(latitude: 1, longitude: 2, radians: 0.5))
+        #expect(g.rtreeExactBinds == [.real(1), .real(2), .real(0.5 - QueryCompiler.rtreeMargin), .real(1), .real(2),
+                                      .real(0.5 + QueryCompiler.rtreeMargin), .real(1), .real(2), .real(0.5)])
+        #expect(g.rtreeExactSQL.hasPrefix("CASE WHEN geo_distance(r.minLat,r.minLng,?,?) <= ?"))
+    }
+
     @Test func capBoxesNearPoleSpanAllLongitudes() {
         let b = QueryCompiler.boxes(aroundLatitude: 89.5, longitude: 10, radians: 0.02)
         #expect(b.count == 1 && b[0].west == -180 && b[0].east == 180 && b[0].north == 90)
