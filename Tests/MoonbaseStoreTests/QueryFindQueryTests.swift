@@ -18,6 +18,13 @@ import Testing
         #expect(d.limit == 100 && d.skip == 0 && !d.count && d.keys == nil && d.whereClause == nil)
     }
 
+    @Test func commaListsTrimAndDropEmptyItems() {
+        #expect(FindQuery.commaList("a, b ,,c") == ["a", "b", "c"])
+        #expect(FindQuery.commaList("") == [] && FindQuery.commaList(" , ,") == [])
+        #expect(FindQuery.commaList("-createdAt") == ["-createdAt"])
+        #expect(FindQuery.commaList("é,  ü x ") == ["é", "ü x"])
+    }
+
     @Test func limitIsCappedPerCaller() throws {
         #expect(try FindQuery(className: "Post", rest: ["limit": "5000"]).limit == 1000)
         let lua = try FindQuery(className: "Post", options: ["limit": 50_000], maxLimit: FindQuery.luaMaxLimit)

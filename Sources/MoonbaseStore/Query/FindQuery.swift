@@ -149,24 +149,37 @@ public struct FindQuery: Sendable {
         switch v {
         case nil, .null?: return []
         case .string(let s)?:
-            return s.split(separator: ",").map { String($0).trimmingASCIISpaces() }.filter { !$0.isEmpty }
+            return commaList(s)
         case .array(let a)?:
             var out: [String] = []
             for x in a {
                 guard let s = x.stringValue else { throw ParseError(.invalidQuery, "\(name) must be a list of strings") }
-                out.append(contentsOf: s.split(separator: ",").map { String($0).trimmingASCIISpaces() }.filter { !$0.isEmpty })
+                out.append(contentsOf: commaList(s))
             }
             return out
         default: throw ParseError(.invalidQuery, "\(name) must be a string or an array of strings")
         }
     }
-}
 
-extension String {
-    func trimmingASCIISpaces() -> String {
-        var s = Substring(self)
-        while s.first == " " { s.removeFirst() }
-        while s.last == " " { s.removeLast() }
-        return String(s)
+    /// The items of a comma-separated list (`order=-createdAt,title`), each without its leading
+    /// and trailing spaces, empty ones dropped. Split on the bytes: a comma and a space are ASCII,
+    /// so every piece stays valid UTF-8, and a Character-wise `split` cost a map query ~4,400
+    /// instructions for `-createdAt`.
+    static func commaList(_ s: String) -> [String] {
+        var out: [String] = []
+        var s = s
+        s.withUTF8 { b in
+            var start = 0
+            while start <= b.count {
+                var end = start
+                while end < b.count && b[end] != UInt8(ascii: ",") { end += 1 }
+                var lo = start, hi = end
+                while lo < hi && b[lo] == UInt8(ascii: " ") { lo += 1 }
+                while hi > lo && b[hi - 1] == UInt8(ascii: " ") { hi -= 1 }
+                if hi > lo { out.append(String(decoding: UnsafeBufferPointer(rebasing: b[lo..<hi]), as: UTF8.self)) }
+                start = end + 1
+            }
+        }
+        return out
     }
 }
