@@ -90,6 +90,42 @@ import Testing
         #expect(rids.count == 20)
     }
 
+    /// Small areas (few hits): the planner joins the hits it collected while counting them
+    /// (`GeoPlan.candidates`) and `find` sorts and pages them itself — the same pages as the
+    /// generic plan (ties on createdAt broken by rid, back-dated rows, ACLs, other filters), with
+    /// and without `keys` (which takes SQLite's ORDER BY … LIMIT), and counts.
+    @Test func fewHitsArePagedLikeTheGenericPlan() throws {
+        let small = [
+            #"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.2,"longitude":-74.1},{"__type":"GeoPoint","latitude":40.23,"longitude":-74.07}]}}}"#,
+            #"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":40.1,"longitude":-74.1},{"__type":"GeoPoint","latitude":40.14,"longitude":-74.06}]}},"cat":{"$ne":2}}"#,
+            #"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":45,"longitude":-70},{"__type":"GeoPoint","latitude":45.01,"longitude":-69.99}]}}}"#,
+        ]
+        var pages = 0
+        for w in small {
+            let compiled = try QueryCompiler(schema: schema).compile(json(w))
+            for identity in [Identity.anonymous, .user("u1"), .master] {
+                let b = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity))
+                for desc in [true, false] {
+                    let order = [SortKey(field: "createdAt", descending: desc)]
+                    for (limit, skip) in [(20, 0), (3, 2), (2, 0), (5, 1000), (1, 0)] {
+                        let choice = try GeoPlanner.plan(builder: b, order: order, limit: limit, skip: skip, on: fx.conn)
+                        guard case .select(.candidates) = choice else { Issue.record("expected the candidates plan, got \(choice)"); continue }
+                        let expected = try ids(try b.select(plan: .generic, order: order, limit: limit, skip: skip))
+                        let r = try fx.find("P", json(w), order: desc ? "-createdAt" : "createdAt", limit: limit, skip: skip,
+                                            count: true, identity: identity)
+                        #expect(r.objects.map { $0["objectId"]?.stringValue ?? "?" } == expected, "\(w) \(identity) \(desc) \(limit)/\(skip)")
+                        #expect(r.count == (try ids(try b.select(plan: .generic, order: order, limit: 1000, skip: 0))).count)
+                        let keyed = try fx.find("P", json(w), order: desc ? "-createdAt" : "createdAt", limit: limit, skip: skip,
+                                                keys: "cat", identity: identity)
+                        #expect(keyed.objects.map { $0["objectId"]?.stringValue ?? "?" } == expected)
+                        if !expected.isEmpty { pages += 1 }
+                    }
+                }
+            }
+        }
+        #expect(pages > 20)
+    }
+
     /// Areas across the antimeridian (two boxes): cells on both sides, same rows as the generic plan.
     @Test func acrossTheAntimeridian() throws {
         var rng = SeededGenerator(seed: 12)

@@ -147,6 +147,17 @@ struct SelectBuilder {
                                   rids.map { .integer($0) })
     }
 
+    /// The rows of `GeoPlan.candidates(ids)` that pass the other filters, unordered and
+    /// unlimited, with `t.rid` as a sixth column: `QueryExecutor.candidatesPage` sorts and pages them.
+    func candidatesUnordered(_ ids: String) -> QueryCompiler.Frag {
+        var conds = [QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds)]
+        if let acl { conds.append(acl) }
+        let w = QueryCompiler.and(conds)
+        var sql = "SELECT \(Self.columns), t.rid FROM json_each(?) g CROSS JOIN \(Naming.table(schema.className)) t ON t.rid = g.value"
+        if w.sql != "1" { sql += " WHERE " + w.sql }
+        return QueryCompiler.Frag(sql, [.text(ids)] + w.binds)
+    }
+
     /// `SELECT count(*)` under the same filters (generic plan: no order, no limit).
     func count() -> QueryCompiler.Frag {
         var conds = [QueryCompiler.Frag(compiled.sql, compiled.binds)]
