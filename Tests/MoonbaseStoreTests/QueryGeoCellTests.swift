@@ -126,6 +126,31 @@ import Testing
         #expect(pages > 20)
     }
 
+    /// The planner's guess of an area's hits (`GeoPlanner.expectedHits`): rows × the share of the
+    /// index's extent (its root cells) the area covers; near the truth for points spread evenly.
+    @Test func expectedHitsFollowTheIndexExtent() throws {
+        let box = { (s: Double, w: Double, d: Double) in
+            #"{"loc":{"$within":{"$box":[{"__type":"GeoPoint","latitude":\#(s),"longitude":\#(w)},{"__type":"GeoPoint","latitude":\#(s + d),"longitude":\#(w + d)}]}}}"#
+        }
+        for (s, w, d) in [(40.1, -74.2, 0.3), (40.0, -74.3, 0.6), (40.3, -74.0, 0.15)] {
+            let geo = try #require(try QueryCompiler(schema: schema).compile(json(box(s, w, d))).geo)
+            let expected = try #require(GeoPlanner.expectedHits(geo: geo, table: Naming.table("P"), on: fx.conn))
+            let actual = try GeoPlanner.countHits(geo: geo, upTo: 1_000_000, on: fx.conn)
+            #expect(abs(expected - Double(actual)) <= 0.25 * Double(actual), "\(d)°: expected \(expected), counted \(actual)")
+        }
+        // Outside the extent: none expected.
+        let far = try #require(try QueryCompiler(schema: schema).compile(json(box(10, 10, 1))).geo)
+        #expect(GeoPlanner.expectedHits(geo: far, table: Naming.table("P"), on: fx.conn) == 0)
+        #expect(GeoPlanner.GeoExtent.parseRoot("{12 40 41 -74.5 -74.0077} {13 39.5 40.5 -74.082 -73.5}")
+                == GeoBox(south: 39.5, north: 41, west: -74.5, east: -73.5))
+        #expect(GeoPlanner.GeoExtent.parseRoot("") == nil)
+        // An empty index: no guess (the planner counts, as before).
+        try fx.createClass("Q", fields: ["loc": FieldInfo(type: .geoPoint)])
+        let q = QuerySchema(className: "Q", fields: ["loc": FieldInfo(type: .geoPoint)])
+        let empty = try #require(try QueryCompiler(schema: q).compile(json(box(40, -74, 1))).geo)
+        #expect(GeoPlanner.expectedHits(geo: empty, table: Naming.table("Q"), on: fx.conn) == nil)
+    }
+
     /// Areas across the antimeridian (two boxes): cells on both sides, same rows as the generic plan.
     @Test func acrossTheAntimeridian() throws {
         var rng = SeededGenerator(seed: 12)
