@@ -30,7 +30,8 @@ public final class Connection {
     private var byPlan: [Int: Statement] = [:]
     private var isClosed = false
     /// Small values planners derive from this database and keep with the connection (a geo
-    /// index's extent, re-read after a second): per connection, so never shared across files.
+    /// index's extent, re-read after a second, keyed by the index's quoted name): per connection,
+    /// so never shared across files.
     public var memo: [String: Any] = [:]
     /// Statement cache bound: dynamic query SQL must not grow it without limit.
     static let maxCachedStatements = 256

@@ -226,7 +226,7 @@ extension QueryCompiler {
     /// The top-level filter (not a polygon, whose bounding box is no area of its own) is recorded
     /// for nearest-first order and for the geo cell plan (`PostgresGeoCells`), with its exact
     /// test in PostgreSQL's spelling (`exactSQL`, no GiST prefilter) and its circle.
-    func pgGeo(_ g: GeoFilter, op: String, isPolygon: Bool, depth: Int, state: State) throws(ParseError) -> Frag {
+    func pgGeo(_ g: GeoFilter, circle: GeoCircle?, isPolygon: Bool, depth: Int, state: State) throws(ParseError) -> Frag {
         let (lat, lng) = Self.pgLatLng(g.field)
         var boxes: [Frag] = []
         var exactBoxes: [Frag] = []
@@ -235,20 +235,18 @@ extension QueryCompiler {
         let point = PostgresLayout.geoPoint(g.field)
         for b in g.boxes where !(b.south <= -90 && b.north >= 90 && b.west <= -180 && b.east >= 180) {
             let between = Frag("\(lat) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8 AND \(lng) BETWEEN \(Self.m)::float8 AND \(Self.m)::float8",
-                               [.real(b.south), .real(b.north), .real(b.west), .real(b.east)])
+                               b.binds)
             exactBoxes.append(between)
             boxes.append(Frag("(\(point) <@ box(point(\(Self.m)::float8, \(Self.m)::float8), point(\(Self.m)::float8, \(Self.m)::float8)) AND \(between.sql))",
                               [.real(b.west), .real(b.south), .real(b.east), .real(b.north)] + between.binds))
         }
         var parts: [Frag] = [boxes.isEmpty ? Frag("\(lat) IS NOT NULL") : Self.pgOr(boxes)]
         var exact = exactBoxes.isEmpty ? Frag("\(lat) IS NOT NULL") : Self.pgOr(exactBoxes)
-        var circle: GeoCircle?
-        if g.exactSQL.hasPrefix("geo_distance"), g.exactBinds.count == 3,
-           case .real(let cLat) = g.exactBinds[0], case .real(let cLng) = g.exactBinds[1], case .real(let r) = g.exactBinds[2] {
-            let distance = Frag("\(Self.pgDistance(g.field)) <= \(Self.m)::float8", [.real(cLat), .real(cLat), .real(cLng), .real(r)])
+        if let c = circle {
+            let distance = Frag("\(Self.pgDistance(g.field)) <= \(Self.m)::float8",
+                                [.real(c.latitude), .real(c.latitude), .real(c.longitude), .real(c.radians)])
             parts.append(distance)
             exact = distance
-            circle = GeoCircle(latitude: cLat, longitude: cLng, radians: r)
         }
         if isPolygon, let coords = g.exactBinds.first {
             parts.append(Self.pgPolygonContains(poly: "\(Self.m)::jsonb", lat: lat, lng: lng, binds: [coords]))

@@ -43,6 +43,9 @@ public struct GeoBox: Sendable, Equatable {
     public init(south: Double, north: Double, west: Double, east: Double) {
         self.south = south; self.north = north; self.west = west; self.east = east
     }
+
+    /// south, north, west, east: the binds of every R*Tree search and box test over it.
+    public var binds: [SQLiteValue] { [.real(south), .real(north), .real(west), .real(east)] }
 }
 
 /// A geo constraint on one GeoPoint field, resolved to R*Tree boxes and an exact test.

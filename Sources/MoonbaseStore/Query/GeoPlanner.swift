@@ -106,14 +106,14 @@ enum GeoPlanner {
     /// W3 (a 0.1° box over 100,000 posts spread over 1°×1°, ~1,000 hits against a break-even of
     /// ~200) spent about 30% of its instructions collecting 200 hits before taking the cell plan.
     static func expectedHits(geo: GeoFilter, table: String, on conn: Connection) -> Double? {
-        let key = "geo.extent " + geo.rtree
+        // Keyed by the R*Tree's name as it is (no key string built per query).
         let now = monotonicNanos()
         let extent: GeoExtent
-        if let e = conn.memo[key] as? GeoExtent, now &- e.readAt < 1_000_000_000 {
+        if let e = conn.memo[geo.rtree] as? GeoExtent, now &- e.readAt < 1_000_000_000 {
             extent = e
         } else {
             extent = GeoExtent.read(rtree: geo.rtree, table: table, at: now, on: conn)
-            conn.memo[key] = extent
+            conn.memo[geo.rtree] = extent
         }
         guard let x = extent.box, extent.rows > 0 else { return nil }
         var covered = 0.0
@@ -141,13 +141,10 @@ enum GeoPlanner {
         static func read(rtree: String, table: String, at now: UInt64, on conn: Connection) -> GeoExtent {
             var e = GeoExtent(box: nil, rows: 0, readAt: now)
             let node = String(rtree.dropLast()) + "_node\""   // "C__geo__f" → "C__geo__f_node"
-            do throws(ParseError) {
-                guard case .integer(let rows)? = try conn.scalar("SELECT max(rid) FROM \(table)") else { return e }
-                e.rows = rows
-                guard case .text(let text)? = try conn.scalar("SELECT rtreenode(2, data) FROM \(node) WHERE nodeno = 1") else { return e }
+            guard case .integer(let rows)?? = try? conn.scalar("SELECT max(rid) FROM \(table)") else { return e }
+            e.rows = rows
+            if case .text(let text)?? = try? conn.scalar("SELECT rtreenode(2, data) FROM \(node) WHERE nodeno = 1") {
                 e.box = parseRoot(text)
-            } catch {
-                return e
             }
             return e
         }
@@ -174,7 +171,7 @@ enum GeoPlanner {
     static func countHits(geo: GeoFilter, upTo limit: Int64, on conn: Connection) throws(ParseError) -> Int64 {
         let one = "SELECT 1 FROM \(geo.rtree) WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ?"
         let sql = "SELECT count(*) FROM (\(Array(repeating: one, count: geo.boxes.count).joined(separator: " UNION ALL ")) LIMIT ?)"
-        let binds = geo.boxes.flatMap { b -> [SQLiteValue] in [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] }
+        let binds = geo.boxes.flatMap(\.binds)
         guard case .integer(let hits)? = try conn.scalar(sql, binds + [.integer(limit)]) else { return 0 }
         return hits
     }
@@ -188,7 +185,7 @@ enum GeoPlanner {
         let b = geo.boxes[0]
         let sql = "SELECT count(*), group_concat(CASE WHEN \(geo.rtreeExactSQL) THEN r.id END) FROM (SELECT * FROM \(geo.rtree) " +
             "WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ? LIMIT ?) r"
-        let binds = geo.rtreeExactBinds + [.real(b.south), .real(b.north), .real(b.west), .real(b.east), .integer(limit)]
+        let binds = geo.rtreeExactBinds + b.binds + [.integer(limit)]
         var hits: Int64 = 0
         var ids = "[]"
         try conn.query(sql, binds) { (s) throws(ParseError) in
@@ -204,9 +201,7 @@ enum GeoPlanner {
         guard let geo = builder.compiled.geo, geo.boxes.count == 1 else { return nil }
         let table = Naming.table(builder.schema.className)
         let b = geo.boxes[0]
-        var conds = [QueryCompiler.Frag(builder.compiled.residualSQL, builder.compiled.residualBinds)]
-        if let acl = builder.acl { conds.append(acl) }
-        let w = QueryCompiler.and(conds)
+        let w = builder.residualAndACL()
         // The LIMIT keeps the ordered subquery from being flattened into the join: it runs as a
         // co-routine yielding ids newest-rid first, and the join stops after `want` rows. A
         // small inner limit lets SQLite keep a top-K heap instead of sorting every hit; when
@@ -221,7 +216,7 @@ enum GeoPlanner {
         rows.reserveCapacity(want)
         for inner in [want * 2 + 16, -1] {
             rows.removeAll(keepingCapacity: true)
-            let binds: [SQLiteValue] = [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + geo.rtreeExactBinds
+            let binds: [SQLiteValue] = b.binds + geo.rtreeExactBinds
                 + [.integer(Int64(inner))] + w.binds + [.integer(Int64(want))]
             try conn.query(sql, binds) { s in rows.append((s.int64(0), s.int64(1))) }
             if rows.count == want { break }

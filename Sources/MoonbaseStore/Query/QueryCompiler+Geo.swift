@@ -24,6 +24,7 @@ extension QueryCompiler {
         let boxes: [GeoBox]
         let binds: [SQLiteValue]
         var center: (latitude: Double, longitude: Double)?
+        var circle: GeoCircle?   // the exact area when it is a spherical cap (`.distance`)
         switch op {
         case "$nearSphere":
             guard case .geoPoint(let cLat, let cLng) = try QueryValue.geoPoint(raw) else { return .alwaysFalse }
@@ -36,6 +37,7 @@ extension QueryCompiler {
                 radius = d * scale
             }
             if let r = radius {
+                circle = GeoCircle(latitude: cLat, longitude: cLng, radians: r)
                 (shape, boxes, binds) = (.distance, Self.boxes(aroundLatitude: cLat, longitude: cLng, radians: r), [.real(cLat), .real(cLng), .real(r)])
             } else {
                 (shape, boxes, binds) = (.present, [Self.world], [])
@@ -72,6 +74,7 @@ extension QueryCompiler {
                     guard case .geoPoint(let y, let x) = try QueryValue.geoPoint(a[0]) else { return .alwaysFalse }
                     (cLat, cLng) = (y, x)
                 }
+                circle = GeoCircle(latitude: cLat, longitude: cLng, radians: r)
                 (shape, boxes, binds) = (.distance, Self.boxes(aroundLatitude: cLat, longitude: cLng, radians: r), [.real(cLat), .real(cLng), .real(r)])
             case "$polygon" where op == "$geoWithin":
                 let given = entry.value.parseType == "Polygon" ? (entry.value["coordinates"] ?? .null) : entry.value
@@ -100,24 +103,21 @@ extension QueryCompiler {
         // A polygon's bounding box is no area of its own: the planner's box shortcuts (cells or
         // R*Tree coordinates inside the box count as matches) do not hold, so it stays generic.
         let isPolygon = shape == .polygon
-        if dialect == .postgres { return try pgGeo(filter, op: op, isPolygon: isPolygon, depth: depth, state: state) }
+        if dialect == .postgres { return try pgGeo(filter, circle: circle, isPolygon: isPolygon, depth: depth, state: state) }
         if depth == 0, state.geo == nil, !isPolygon {
             filter.rtreeExactSQL = texts.rtreeExact
-            if shape == .distance, case .real(let la) = binds[0], case .real(let ln) = binds[1], case .real(let r) = binds[2] {
-                filter.circle = GeoCircle(latitude: la, longitude: ln, radians: r)
-                filter.rtreeExactBinds = [.real(la), .real(ln), .real(r - Self.rtreeMargin), .real(la), .real(ln), .real(r + Self.rtreeMargin)] + binds
+            filter.circle = circle
+            if let c = circle {
+                filter.rtreeExactBinds = [.real(c.latitude), .real(c.longitude), .real(c.radians - Self.rtreeMargin),
+                                          .real(c.latitude), .real(c.longitude), .real(c.radians + Self.rtreeMargin)] + binds
             } else if boxes.count == 1 {
-                let b = boxes[0]
-                filter.rtreeExactBinds = [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + binds
+                filter.rtreeExactBinds = boxes[0].binds + binds
             } else {
                 filter.rtreeExactBinds = binds
             }
             state.geo = filter
         }
-        var all: [SQLiteValue] = []
-        all.reserveCapacity(boxes.count * 4 + binds.count)
-        for b in boxes { all += [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] }
-        return Frag(texts.generic, all + binds)
+        return Frag(texts.generic, boxes.flatMap(\.binds) + binds)
     }
 
     /// `$nearSphere`'s distance options and their scale to radians.

@@ -101,7 +101,7 @@ struct SelectBuilder {
                 sql += "\(table) t CROSS JOIN \(geo.rtree) r ON r.id = t.rid"
             }
             conds.append(QueryCompiler.Frag("r.maxLat >= ? AND r.minLat <= ? AND r.maxLng >= ? AND r.minLng <= ?",
-                                            [.real(b.south), .real(b.north), .real(b.west), .real(b.east)]))
+                                            b.binds))
             conds.append(QueryCompiler.Frag(geo.rtreeExactSQL, geo.rtreeExactBinds))
             conds.append(QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds))
         case .rtreeSetScan, .rtreeSetWalk:
@@ -110,7 +110,7 @@ struct SelectBuilder {
             sql += "\(table) t"
             conds.append(QueryCompiler.Frag(
                 "\(plan == .rtreeSetWalk ? "+" : "")t.rid IN (SELECT r.id FROM \(geo.rtree) r WHERE r.maxLat >= ? AND r.minLat <= ? AND r.maxLng >= ? AND r.minLng <= ? AND \(geo.rtreeExactSQL))",
-                [.real(b.south), .real(b.north), .real(b.west), .real(b.east)] + geo.rtreeExactBinds))
+                b.binds + geo.rtreeExactBinds))
             conds.append(QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds))
         case .candidates(let ids):
             guard compiled.geo != nil else { return try select(plan: .generic, order: order, limit: limit, skip: skip, columns: columns) }
@@ -150,12 +150,18 @@ struct SelectBuilder {
     /// The rows of `GeoPlan.candidates(ids)` that pass the other filters, unordered and
     /// unlimited, with `t.rid` as a sixth column: `QueryExecutor.candidatesPage` sorts and pages them.
     func candidatesUnordered(_ ids: String) -> QueryCompiler.Frag {
-        var conds = [QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds)]
-        if let acl { conds.append(acl) }
-        let w = QueryCompiler.and(conds)
+        let w = residualAndACL()
         var sql = "SELECT \(Self.columns), t.rid FROM json_each(?) g CROSS JOIN \(Naming.table(schema.className)) t ON t.rid = g.value"
         if w.sql != "1" { sql += " WHERE " + w.sql }
         return QueryCompiler.Frag(sql, [.text(ids)] + w.binds)
+    }
+
+    /// Every filter but the top-level geo constraint (`CompiledWhere.residualSQL`) AND the ACL
+    /// read filter: the WHERE of plans whose rows already come from the geo index.
+    func residualAndACL() -> QueryCompiler.Frag {
+        var conds = [QueryCompiler.Frag(compiled.residualSQL, compiled.residualBinds)]
+        if let acl { conds.append(acl) }
+        return QueryCompiler.and(conds)
     }
 
     /// `SELECT count(*)` under the same filters (generic plan: no order, no limit).
