@@ -160,7 +160,10 @@ extension PostgresStore: ChangeFeedStore {
     public func purgeChangeFeed(before cutoff: Int64) throws(ParseError) -> Int {
         try write { (tx) throws(ParseError) -> Int in
             let c = tx.connection
-            guard let maxSeq = try c.execute("SELECT max(seq) FROM _mb_changes WHERE op = 'delete' AND at < $1",
+            // Kept off a backward walk of the primary key looking for the newest old tombstone
+            // (the whole feed when there is none): the subquery is planned on its own
+            // (`OFFSET 0`) and reads the tombstone index.
+            guard let maxSeq = try c.execute("SELECT max(seq) FROM (SELECT seq FROM _mb_changes WHERE op = 'delete' AND at < $1 OFFSET 0) s",
                                              [.integer(cutoff)]).scalar?.int64 else { return 0 }
             let n = try c.execute("DELETE FROM _mb_changes WHERE op = 'delete' AND at < $1", [.integer(cutoff)]).affectedRows
             try c.execute("""
