@@ -173,6 +173,22 @@ public final class Connection {
         }
     }
 
+    /// Runs `body` inside one read transaction (`BEGIN` … `COMMIT`) when none is open, so its
+    /// statements share one snapshot and one WAL read lock. Outside a transaction SQLite takes
+    /// and drops that lock (two `fcntl` calls) and starts and ends a transaction around every
+    /// statement: a map query reading twenty grid cells paid that twenty times. Inside an open
+    /// transaction (a write, a held read) `body` simply runs in it.
+    public func inReadTransaction<T>(_ body: () throws(ParseError) -> T) throws(ParseError) -> T {
+        guard isAutocommit else { return try body() }
+        try run("BEGIN")
+        defer {
+            // Ending a read-only transaction cannot fail for lack of a lock; if it did anyway,
+            // ROLLBACK ends it too (a reader left in a transaction would pin the WAL).
+            if (try? run("COMMIT")) == nil, !isAutocommit { _ = try? run("ROLLBACK") }
+        }
+        return try body()
+    }
+
     /// Rows changed by the last INSERT/UPDATE/DELETE.
     public var changes: Int { Int(sqlite3_changes(handle)) }
     /// Rowid of the last successful INSERT.

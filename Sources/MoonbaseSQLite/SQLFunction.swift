@@ -1,3 +1,4 @@
+import CJSON
 import CSQLite
 import MoonbaseCore
 
@@ -92,7 +93,8 @@ extension Connection {
         guard rc == SQLITE_OK else { throw Connection.error(handle, rc, sql: nil).parseError }
     }
 
-    /// `regexp(pattern, text[, options])` and `geo_distance(lat1, lng1, lat2, lng2)`.
+    /// `regexp(pattern, text[, options])`, `geo_distance(lat1, lng1, lat2, lng2)`,
+    /// `geo_point_distance(json, field, lat, lng)` and `geo_point_in_box(json, field, s, n, w, e)`.
     func installBuiltinFunctions() throws(ParseError) {
         let flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC
         for argc: Int32 in [2, 3] {
@@ -100,8 +102,14 @@ extension Connection {
             let rc = sqlite3_create_function_v2(handle, "regexp", argc, flags, cache, regexpCallback, nil, nil, regexCacheDestroy)
             guard rc == SQLITE_OK else { throw Connection.error(handle, rc, sql: nil).parseError }
         }
-        let rc = sqlite3_create_function_v2(handle, "geo_distance", 4, flags | SQLITE_INNOCUOUS, nil, geoDistanceCallback, nil, nil, nil)
-        guard rc == SQLITE_OK else { throw Connection.error(handle, rc, sql: nil).parseError }
+        let geo: [(String, Int32, @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void)] = [
+            ("geo_distance", 4, geoDistanceCallback), ("geo_point_distance", 4, geoPointDistanceCallback),
+            ("geo_point_in_box", 6, geoPointInBoxCallback),
+        ]
+        for (name, argc, callback) in geo {
+            let rc = sqlite3_create_function_v2(handle, name, argc, flags | SQLITE_INNOCUOUS, nil, callback, nil, nil, nil)
+            guard rc == SQLITE_OK else { throw Connection.error(handle, rc, sql: nil).parseError }
+        }
     }
 }
 
@@ -116,13 +124,46 @@ public func geoDistanceRadians(lat1: Double, lng1: Double, lat2: Double, lng2: D
     return 2 * asin(min(1, a.squareRoot()))
 }
 
+/// A numeric argument as a double (text that looks like a number counts, as in arithmetic);
+/// nil for NULL, blobs and other text.
+@inline(__always) private func numericArgument(_ v: OpaquePointer?) -> Double? {
+    let t = sqlite3_value_numeric_type(v)
+    return t == SQLITE_INTEGER || t == SQLITE_FLOAT ? sqlite3_value_double(v) : nil
+}
+
 private let geoDistanceCallback: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = { ctx, argc, argv in
-    var v = [Double](repeating: 0, count: 4)
-    for i in 0..<4 {
-        let arg = argv?[i]
-        let t = sqlite3_value_numeric_type(arg)
-        guard t == SQLITE_INTEGER || t == SQLITE_FLOAT else { sqlite3_result_null(ctx); return }
-        v[i] = sqlite3_value_double(arg)
-    }
-    sqlite3_result_double(ctx, geoDistanceRadians(lat1: v[0], lng1: v[1], lat2: v[2], lng2: v[3]))
+    guard let argv, let lat1 = numericArgument(argv[0]), let lng1 = numericArgument(argv[1]),
+          let lat2 = numericArgument(argv[2]), let lng2 = numericArgument(argv[3]) else { sqlite3_result_null(ctx); return }
+    sqlite3_result_double(ctx, geoDistanceRadians(lat1: lat1, lng1: lng1, lat2: lat2, lng2: lng2))
+}
+
+// MARK: geo_point_distance, geo_point_in_box
+
+/// The point stored under the top-level key `field` of the JSON object `json`: the numbers
+/// `json_extract(json, '$.field.latitude')` and `'$.field.longitude'` return, read in one pass
+/// (`cj_point`) instead of two whole-document parses. nil when either is missing.
+@inline(__always) private func storedPoint(_ json: OpaquePointer?, _ field: OpaquePointer?) -> (lat: Double, lng: Double)? {
+    guard sqlite3_value_type(json) == SQLITE_TEXT, let j = sqlite3_value_text(json), let f = sqlite3_value_text(field) else { return nil }
+    let jn = Int(sqlite3_value_bytes(json)), fn = Int(sqlite3_value_bytes(field))
+    var lat = 0.0, lng = 0.0
+    guard cj_point(j, jn, f, fn, &lat, &lng) == 1 else { return nil }
+    return (lat, lng)
+}
+
+/// `geo_point_distance(json, field, lat, lng)`: `geo_distance` from the stored point to
+/// (lat, lng), NULL without a point. A geo query's exact test on every row it reads.
+private let geoPointDistanceCallback: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = { ctx, argc, argv in
+    guard let argv, let p = storedPoint(argv[0], argv[1]),
+          let lat = numericArgument(argv[2]), let lng = numericArgument(argv[3]) else { sqlite3_result_null(ctx); return }
+    sqlite3_result_double(ctx, geoDistanceRadians(lat1: p.lat, lng1: p.lng, lat2: lat, lng2: lng))
+}
+
+/// `geo_point_in_box(json, field, south, north, west, east)`: 1 when the stored point is in the
+/// box (edges included), 0 when not, NULL without a point. `west > east` is a box across the
+/// antimeridian: longitudes ≥ west or ≤ east.
+private let geoPointInBoxCallback: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = { ctx, argc, argv in
+    guard let argv, let p = storedPoint(argv[0], argv[1]), let s = numericArgument(argv[2]), let n = numericArgument(argv[3]),
+          let w = numericArgument(argv[4]), let e = numericArgument(argv[5]) else { sqlite3_result_null(ctx); return }
+    let inLng = w <= e ? (p.lng >= w && p.lng <= e) : (p.lng >= w || p.lng <= e)
+    sqlite3_result_int(ctx, p.lat >= s && p.lat <= n && inLng ? 1 : 0)
 }

@@ -53,17 +53,15 @@ struct QueryGeoPerfTests {
                 seen.append(ids)
             }
             if let rids = try GeoPlanner.newestByRid(builder: b, limit: 20, skip: 0, on: fx.conn) {
-                let s = SelectBuilder.byRids("Bench", rids)
                 var ids: [String] = []
-                try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
+                try SelectBuilder.rowsByRid("Bench", rids, on: fx.conn) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
                 seen.append(ids)
                 print("\(name): newestByRid applies")
             }
             if let cells = GeoCellPlan(geo: compiled.geo!), let rids = try cells.run(builder: b, geo: compiled.geo!, descending: true, limit: 20, skip: 0, on: fx.conn) {
                 seen.append(try { () throws -> [String] in
                     var ids: [String] = []
-                    let s = SelectBuilder.byRids("Bench", rids)
-                    try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
+                    try SelectBuilder.rowsByRid("Bench", rids, on: fx.conn) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
                     return ids
                 }())
                 var scanned: [Int] = []

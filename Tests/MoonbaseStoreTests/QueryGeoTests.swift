@@ -116,9 +116,8 @@ import Testing
                     #expect(found.hits > 20)
                 }
                 if let rids = try GeoPlanner.newestByRid(builder: b, limit: 20, skip: 3, on: fx.conn) {
-                    let s = SelectBuilder.byRids("P", rids)
                     var ids: [String] = []
-                    try fx.conn.query(s.sql, s.binds) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
+                    try SelectBuilder.rowsByRid("P", rids, on: fx.conn) { (st) throws(ParseError) in ids.append(st.text(0) ?? "") }
                     results.append(ids)
                 }
                 #expect(results[0].count >= 10)

@@ -208,6 +208,82 @@ struct SQLiteDatabaseTests {
         #expect(abs(km - 343.5) < 1.5)
     }
 
+    /// `geo_point_distance` and `geo_point_in_box` (one pass over the document) give exactly
+    /// what the `json_extract` forms they replaced give, bit for bit, on documents built to
+    /// mislead a scanner: the key inside strings and nested objects, escapes, braces in strings,
+    /// numbers in every JSON spelling, members missing or repeated.
+    @Test func storedPointFunctionsReadWhatJSONExtractReads() throws {
+        var rng = SystemRandomNumberGenerator()
+        func number(_ v: Double) -> String {
+            switch Int.random(in: 0..<6, using: &rng) {
+            case 0: return String(Int(v.rounded()))
+            case 1: return String(format: "%.17g", v)
+            case 2: return String(format: "%.3e", v)
+            case 3: return String(format: "%.6E", v)
+            default: return "\(v)"
+            }
+        }
+        func decoy() -> String {
+            ["\"text\":\"a \\\"loc\\\":{\\\"latitude\\\":1} }]{[\"", "\"n\":{\"loc\":{\"latitude\":5,\"longitude\":6}}",
+             "\"arr\":[{\"loc\":1},\"]\",[[]],{}]", "\"l\\u006fc\":{\"latitude\":7,\"longitude\":8}", "\"x\":null", "\"b\":true",
+             "\"e\":\"\\\\\"", "\"num\":-1.5e-3"].randomElement(using: &rng)!
+        }
+        var docs: [String] = []
+        for _ in 0..<3000 {
+            let lat = Double.random(in: -90...90, using: &rng), lng = Double.random(in: -180...180, using: &rng)
+            var inner = ["\"__type\":\"GeoPoint\""]
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0: inner.append("\"latitude\":\(number(lat))")                          // no longitude
+            case 1: inner += ["\"longitude\":\(number(lng))", "\"latitude\" : \(number(lat))"]
+            case 2: inner += ["\"latitude\":\(number(lat))", "\"longitude\":\(number(lng))", "\"latitude\":0"]  // repeated: first wins
+            default: inner += ["\"latitude\":\(number(lat))", "\"longitude\":\(number(lng))"]
+            }
+            inner.shuffle(using: &rng)
+            var members = (0..<Int.random(in: 0..<4, using: &rng)).map { _ in decoy() }
+            switch Int.random(in: 0..<12, using: &rng) {
+            case 0: break                                                                     // no point
+            case 1: members.append("\"loc\":null")
+            case 2: members.append("\"loc\":[1,2]")
+            default: members.append("\"loc\": {" + inner.joined(separator: ", ") + "}")
+            }
+            members.shuffle(using: &rng)
+            docs.append("{" + members.joined(separator: ",") + "}")
+        }
+        // Boxes through stored coordinates exercise the inclusive edges.
+        let results = try f.database.read { (c) throws(ParseError) -> [(SQLiteValue?, SQLiteValue?, SQLiteValue?, SQLiteValue?)] in
+            try docs.map { (d) throws(ParseError) in
+                let lat = "json_extract(?1,'$.loc.latitude')", lng = "json_extract(?1,'$.loc.longitude')"
+                let cLat = Double.random(in: -90...90, using: &rng), cLng = Double.random(in: -180...180, using: &rng)
+                let p: [SQLiteValue] = [.text(d), .real(cLat), .real(cLng)]
+                let old = try c.scalar("SELECT geo_distance(\(lat),\(lng),?2,?3)", p)
+                let new = try c.scalar("SELECT geo_point_distance(?1,'loc',?2,?3)", p)
+                var s = Double.random(in: -90...0, using: &rng), n = Double.random(in: 0...90, using: &rng)
+                var w = Double.random(in: -180...180, using: &rng), e = Double.random(in: -180...180, using: &rng)
+                if case .real(let y)? = try c.scalar("SELECT \(lat)", [.text(d)]), Bool.random(using: &rng) { s = y; n = y }
+                if case .real(let x)? = try c.scalar("SELECT \(lng)", [.text(d)]), Bool.random(using: &rng) { if Bool.random(using: &rng) { w = x } else { e = x } }
+                let b: [SQLiteValue] = [.text(d), .real(s), .real(n), .real(w), .real(e)]
+                // As a filter (NULL and 0 both reject, and `$nor` coalesces NULL to 0): the old
+                // form is 0 rather than NULL when one coordinate is missing and the other outside.
+                let oldBox = try c.scalar(w <= e ? "SELECT coalesce(\(lat) BETWEEN ?2 AND ?3 AND \(lng) BETWEEN ?4 AND ?5, 0)"
+                                                 : "SELECT coalesce(\(lat) BETWEEN ?2 AND ?3 AND (\(lng) >= ?4 OR \(lng) <= ?5), 0)", b)
+                let newBox = try c.scalar("SELECT coalesce(geo_point_in_box(?1,'loc',?2,?3,?4,?5), 0)", b)
+                return (old, new, oldBox, newBox)
+            }
+        }
+        var points = 0
+        for (i, r) in results.enumerated() {
+            #expect(r.0 == r.1, "distance differs for \(docs[i])")
+            #expect(r.2 == r.3, "box differs for \(docs[i])")
+            if case .real? = r.1 { points += 1 }
+        }
+        #expect(points > 1500)   // most documents do hold a point
+        // A coordinate that is not a number is no point (json_extract would hand the text on).
+        let text = try f.database.read { (c) throws(ParseError) in
+            try c.scalar("SELECT geo_point_distance('{\"loc\":{\"latitude\":\"1\",\"longitude\":2}}','loc',0,0)")
+        }
+        #expect(text == .null)
+    }
+
     @Test func requestIdsAreDedupedForFiveMinutes() throws {
         let t0: Int64 = 1_790_000_000_000
         #expect(try f.database.recordRequestId("req-1", now: t0))

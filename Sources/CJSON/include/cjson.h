@@ -84,6 +84,12 @@ size_t cj_unescape(uint8_t *dst, const uint8_t *src, size_t n);
 /* Reads the text of a CJ_NUMBER token (validated by cj_parse). "-0" is the integer 0. */
 int cj_number(const uint8_t *s, size_t n, int64_t *iv, double *dv);
 
+/* The "latitude" and "longitude" numbers of the object member `key` (raw bytes, no escapes) of
+ * the JSON object s[0..n), as json_extract(s, '$.key.latitude') and '$.key.longitude' read them
+ * (first member with a key wins). Returns 1 and sets both, or 0 when either is missing or not a
+ * number. One pass without validating (for text our serializer wrote); never reads outside s. */
+int cj_point(const uint8_t *s, size_t n, const uint8_t *key, size_t klen, double *lat, double *lng);
+
 /* ------------------------------------------------------------------ output */
 
 /* Length of the leading run of src that needs no escaping inside a JSON string. */

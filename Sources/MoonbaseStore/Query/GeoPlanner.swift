@@ -42,10 +42,10 @@ enum GeoPlanner {
     /// Per-hit CPU (µs) of the R*Tree join, for the cell plan's break-even count.
     static let joinCost = 0.8
 
-    /// How a find runs: a page of rids already found (`newestByRid`, `GeoCellPlan`), in
-    /// createdAt order (`descending`), or one SELECT plan.
+    /// How a find runs: a page of rids already found (`newestByRid`, `GeoCellPlan`), in the
+    /// page's order, or one SELECT plan.
     enum Choice: Equatable {
-        case rids([Int64], descending: Bool)
+        case rids([Int64])
         case select(GeoPlan)
     }
 
@@ -74,7 +74,7 @@ enum GeoPlanner {
             }
             let desc = order[0].descending
             if let rids = try cells.run(builder: builder, geo: geo, descending: desc, limit: limit, skip: skip, on: conn) {
-                return .rids(rids, descending: desc)
+                return .rids(rids)
             }
         }
         guard geo.boxes.count == 1 else { return .select(.generic) }
@@ -88,7 +88,7 @@ enum GeoPlanner {
         if Double(hits) >= walkAt { return .select(.createdAtWalk) }
         if order[0].descending, Double(hits) >= (k * n * ridOverJoin).squareRoot(),
            let rids = try newestByRid(builder: builder, limit: limit, skip: skip, on: conn) {
-            return .rids(rids, descending: true)
+            return .rids(rids)
         }
         return .select(.rtreeJoin)
     }

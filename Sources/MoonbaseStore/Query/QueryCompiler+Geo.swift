@@ -16,8 +16,8 @@ extension QueryCompiler {
     /// `$nearSphere` (+ `$maxDistance…`), `$within {$box}`, `$geoWithin {$centerSphere|$box}`.
     ///
     /// Compiles to an R*Tree candidate set (bounding boxes) AND an exact test on the stored
-    /// coordinates (great-circle distance through `geo_distance`, or the exact box). At the top
-    /// level the filter is also recorded in `state.geo` for the planner. The SQL texts come from
+    /// coordinates (great-circle distance through `geo_point_distance`, or the exact box through
+    /// `geo_point_in_box`, each reading the stored point in one pass). At the top level the filter is also recorded in `state.geo` for the planner. The SQL texts come from
     /// `GeoTexts` (built once per class, field and shape); only the binds are computed here.
     func geo(_ field: FieldRef, _ op: String, _ raw: JSONValue, ops: JSONObject, depth: Int, state: State) throws(ParseError) -> Frag {
         let shape: GeoTexts.Shape
@@ -229,10 +229,11 @@ struct GeoTexts: Sendable {
         let exact: String
         switch k.shape {
         case .present: exact = "\(lat) IS NOT NULL"
-        case .distance: exact = "geo_distance(\(lat),\(lng),?,?) <= ?"
-        case .box:
-            exact = k.boxCount == 1 ? "\(lat) BETWEEN ? AND ? AND \(lng) BETWEEN ? AND ?"
-                                    : "\(lat) BETWEEN ? AND ? AND (\(lng) >= ? OR \(lng) <= ?)"
+        // The point read once per row (`geo_point_*`, one pass over `data`) rather than with two
+        // `json_extract` calls (two whole-document parses: a fifth of a "newest near me" query).
+        // Every SQLite plan tests the area through this same text, so they agree to the last bit.
+        case .distance: exact = "geo_point_distance(data,'\(k.field)',?,?) <= ?"
+        case .box: exact = "geo_point_in_box(data,'\(k.field)',?,?,?,?) = 1"   // west > east: across the antimeridian
         case .polygon: exact = "mb_polygon_contains(?,\(lat),\(lng)) = 1"
         }
         let rtree = Naming.geoTable(k.className, k.field)

@@ -106,38 +106,62 @@ public struct QueryExecutor {
             _ = try builder.orderBy(q.order)  // still validate order
             return FindResult(results: Array("[]".utf8), resultCount: 0, count: count)
         }
-        let choice = try GeoPlanner.plan(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn)
         let simple = q.include.isEmpty && q.keys == nil && q.excludeKeys.isEmpty && !mainHook && RowSerializer.canSplice(q.className)
-        if simple, case .select(.candidates(let ids)) = choice, q.order.count == 1, q.order[0].field == "createdAt" {
-            return try Self.candidatesPage(builder.candidatesUnordered(ids), descending: q.order[0].descending,
-                                           limit: q.limit, skip: q.skip, count: count, on: conn)
-        }
-        let stmt: QueryCompiler.Frag
-        switch choice {
-        case .rids(let rids, let desc): stmt = SelectBuilder.byRids(builder.schema.className, rids, descending: desc)
-        case .select(let plan): stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
-        }
-        if simple {
-            var w = JSONWriter(capacity: 4096)
-            var n = 0
-            w.byte(UInt8(ascii: "["))
-            try conn.query(stmt.sql, stmt.binds) { (s) throws(ParseError) in
-                if n > 0 { w.byte(UInt8(ascii: ",")) }
-                RowSerializer.writeSpliced(s, into: &w)
-                n += 1
+        // A geo find may run many statements (the planner's probes, a cell plan's twenty cells,
+        // the page's rows): one read transaction for them all. Hooks and includes run after it.
+        let rows = try compiled.geo == nil
+            ? planAndFetch(q, builder: builder, simple: simple, count: count, identity: identity, on: conn)
+            : conn.inReadTransaction { () throws(ParseError) in
+                try planAndFetch(q, builder: builder, simple: simple, count: count, identity: identity, on: conn)
             }
-            w.byte(UInt8(ascii: "]"))
-            return FindResult(results: w.bytes, resultCount: n, count: count)
-        }
-        var objects: [JSONObject] = []
-        try conn.query(stmt.sql, stmt.binds) { (s) throws(ParseError) in
-            objects.append(try RowSerializer.object(s, className: q.className, identity: identity))
+        var objects: [JSONObject]
+        switch rows {
+        case .page(let page): return page
+        case .objects(let o): objects = o
         }
         if !q.include.isEmpty {
             var expander = IncludeExpander(schemas: schemas, identity: identity, conn: conn, afterFind: afterFind)
             try expander.expand(&objects, paths: q.include)
         }
         return try QueryExecutor.finish(objects, q, count: count, afterFind: mainHook ? afterFind : nil)
+    }
+
+    /// The rows of a find: the finished page when rows are spliced, else the objects.
+    enum Fetched {
+        case page(FindResult)
+        case objects([JSONObject])
+    }
+
+    /// Plans `q` and reads its rows (no includes, no hooks).
+    func planAndFetch(_ q: FindQuery, builder: SelectBuilder, simple: Bool, count: Int?, identity: Identity,
+                      on conn: Connection) throws(ParseError) -> Fetched {
+        let choice = try GeoPlanner.plan(builder: builder, order: q.order, limit: q.limit, skip: q.skip, on: conn)
+        if simple, case .select(.candidates(let ids)) = choice, q.order.count == 1, q.order[0].field == "createdAt" {
+            return .page(try Self.candidatesPage(builder.candidatesUnordered(ids), descending: q.order[0].descending,
+                                                 limit: q.limit, skip: q.skip, count: count, on: conn))
+        }
+        var w = JSONWriter(capacity: simple ? 4096 : 0)
+        var n = 0
+        var objects: [JSONObject] = []
+        func row(_ s: Statement) throws(ParseError) {
+            if simple {
+                w.byte(n == 0 ? UInt8(ascii: "[") : UInt8(ascii: ","))
+                RowSerializer.writeSpliced(s, into: &w)
+            } else {
+                objects.append(try RowSerializer.object(s, className: q.className, identity: identity))
+            }
+            n += 1
+        }
+        switch choice {
+        case .rids(let rids): try SelectBuilder.rowsByRid(builder.schema.className, rids, on: conn, row)
+        case .select(let plan):
+            let stmt = try builder.select(plan: plan, order: q.order, limit: q.limit, skip: q.skip)
+            try conn.query(stmt.sql, stmt.binds, row: row)
+        }
+        guard simple else { return .objects(objects) }
+        if n == 0 { w.byte(UInt8(ascii: "[")) }
+        w.byte(UInt8(ascii: "]"))
+        return .page(FindResult(results: w.bytes, resultCount: n, count: count))
     }
 
     /// A page of `GeoPlan.candidates` rows (`SelectBuilder.candidatesUnordered`) in createdAt
