@@ -80,6 +80,11 @@ public final class Statement {
         throw err.parseError
     }
 
+    /// Resets the statement to run again, keeping its bindings (rebind only what changes).
+    public func rewind() {
+        sqlite3_reset(handle)
+    }
+
     /// Resets the statement and clears its bindings.
     public func reset() {
         sqlite3_reset(handle)

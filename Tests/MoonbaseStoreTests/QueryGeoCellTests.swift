@@ -51,6 +51,28 @@ import Testing
         return ids
     }
 
+    /// The shared statement texts and this query's binds equal what `cellSQL` builds, before
+    /// and after the texts are remembered, for every area (other filters with binds included),
+    /// identity and direction.
+    @Test func cellStatementsEqualTheBuiltOnes() throws {
+        for area in Self.areas {
+            let compiled = try QueryCompiler(schema: schema).compile(json(area))
+            let geo = try #require(compiled.geo)
+            for identity in [Identity.anonymous, .user("u1"), .user("u2", roles: ["r1", "r2"]), .master] {
+                let b = SelectBuilder(schema: schema, compiled: compiled, acl: SelectBuilder.aclFilter(identity))
+                for desc in [true, false] {
+                    let built = (GeoCellPlan.cellSQL(builder: b, geo: geo, exact: true, descending: desc),
+                                 GeoCellPlan.cellSQL(builder: b, geo: geo, exact: false, descending: desc))
+                    for _ in 0..<2 {
+                        let shared = GeoCellPlan.cellStatements(builder: b, geo: geo, descending: desc)
+                        #expect(shared.edge.sql == built.0.sql && shared.edge.binds == built.0.binds, "\(area) \(identity) \(desc)")
+                        #expect(shared.inner.sql == built.1.sql && shared.inner.binds == built.1.binds, "\(area) \(identity) \(desc)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test(arguments: 0..<areas.count)
     func cellPlanAgreesWithGenericPlan(_ a: Int) throws {
         let compiled = try QueryCompiler(schema: schema).compile(json(Self.areas[a]))

@@ -1,5 +1,6 @@
 import MoonbaseCore
 import MoonbaseSQLite
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -111,6 +112,36 @@ struct GeoCellPlan {
             """, w.binds)
     }
 
+    /// The edge and interior cell statements (`cellSQL` with and without the exact test). Their
+    /// texts depend only on the class, field, exact test, other filters' SQL, ACL SQL and
+    /// direction, so they are built once per such combination (building both cost about 42,000
+    /// instructions of a W5 query); the binds come from this query.
+    static func cellStatements(builder: SelectBuilder, geo: GeoFilter, descending: Bool) -> (edge: QueryCompiler.Frag, inner: QueryCompiler.Frag) {
+        let c = builder.compiled
+        let key = TextKey(className: builder.schema.className, field: geo.field, exact: geo.exactSQL, residual: c.residualSQL,
+                          acl: builder.acl?.sql ?? "", descending: descending)
+        let sql: (edge: String, inner: String)
+        if let known = texts.withLock({ $0[key] }) {
+            sql = known
+        } else {
+            sql = (cellSQL(builder: builder, geo: geo, exact: true, descending: descending).sql,
+                   cellSQL(builder: builder, geo: geo, exact: false, descending: descending).sql)
+            texts.withLock { m in
+                if m.count >= 1024 { m.removeAll(keepingCapacity: true) }   // keys come from code and schemas: a handful
+                m[key] = sql
+            }
+        }
+        // `QueryCompiler.and` keeps every part's binds in order (a part it drops, "1", has none).
+        let shared = c.residualBinds + (builder.acl?.binds ?? [])
+        return (QueryCompiler.Frag(sql.edge, geo.exactBinds + shared), QueryCompiler.Frag(sql.inner, shared))
+    }
+
+    private struct TextKey: Hashable {
+        let className: String, field: String, exact: String, residual: String, acl: String
+        let descending: Bool
+    }
+    private static let texts = Mutex<[TextKey: (edge: String, inner: String)]>([:])
+
     /// Whether the class has the cell index (tables created before it existed do not).
     /// Probed with the smallest statement that names the index (preparing fails without it),
     /// not with the plan's own statement: that one holds the query's filters and cost about a
@@ -150,38 +181,46 @@ struct GeoCellPlan {
         func better(_ a: Row, _ b: Row) -> Bool {
             descending ? (a.created, a.rid) > (b.created, b.rid) : (a.created, a.rid) < (b.created, b.rid)
         }
-        let edgeSQL = Self.cellSQL(builder: builder, geo: geo, exact: true, descending: descending)
-        let innerSQL = Self.cellSQL(builder: builder, geo: geo, exact: false, descending: descending)
+        let (edgeSQL, innerSQL) = Self.cellStatements(builder: builder, geo: geo, descending: descending)
         var top: [Row] = []  // best first, at most k
         top.reserveCapacity(k + 1)
         var scanned = 0
         let budget = givenBudget ?? budget(k)
-        for cell in cells {
-            let s = cell.interior ? innerSQL : edgeSQL
-            let bound = top.count == k ? top[k - 1].created : (descending ? Int64.min : Int64.max)
-            let complete = try conn.withStatement(s.sql) { (st) throws(ParseError) -> Bool in
-                try st.bind(s.binds + [.integer(cell.code), .integer(bound)])
-                var got = 0
-                while try st.step() {
-                    scanned += 1
-                    if scanned > budget { return false }
-                    let row = (st.int64(1), st.int64(0))
-                    if top.count == k, !better(row, top[k - 1]) { break }
-                    guard st.int64(2) == 1 else { continue }
-                    var lo = 0, hi = top.count
-                    while lo < hi {
-                        let mid = (lo + hi) / 2
-                        if better(top[mid], row) { lo = mid + 1 } else { hi = mid }
+        // Both statements are taken from the cache once and their shared binds set once: per
+        // cell only the cell code and the createdAt bound change (a cache lookup hashes the
+        // whole SQL text, a few thousand instructions, and W5 reads about sixteen cells).
+        let complete = try conn.withStatement(edgeSQL.sql) { (edge) throws(ParseError) -> Bool in
+            try conn.withStatement(innerSQL.sql) { (inner) throws(ParseError) -> Bool in
+                try edge.bind(edgeSQL.binds)
+                try inner.bind(innerSQL.binds)
+                for cell in cells {
+                    let (st, n) = cell.interior ? (inner, Int32(innerSQL.binds.count)) : (edge, Int32(edgeSQL.binds.count))
+                    let bound = top.count == k ? top[k - 1].created : (descending ? Int64.min : Int64.max)
+                    try st.bind(.integer(cell.code), at: n + 1)
+                    try st.bind(.integer(bound), at: n + 2)
+                    defer { st.rewind() }
+                    var got = 0
+                    while try st.step() {
+                        scanned += 1
+                        if scanned > budget { return false }
+                        let row = (st.int64(1), st.int64(0))
+                        if top.count == k, !better(row, top[k - 1]) { break }
+                        guard st.int64(2) == 1 else { continue }
+                        var lo = 0, hi = top.count
+                        while lo < hi {
+                            let mid = (lo + hi) / 2
+                            if better(top[mid], row) { lo = mid + 1 } else { hi = mid }
+                        }
+                        top.insert(row, at: lo)
+                        if top.count > k { top.removeLast() }
+                        got += 1
+                        if got == k { break }
                     }
-                    top.insert(row, at: lo)
-                    if top.count > k { top.removeLast() }
-                    got += 1
-                    if got == k { break }
                 }
                 return true
             }
-            if !complete { return nil }
         }
+        if !complete { return nil }
         return (top.dropFirst(skip).map(\.rid), scanned)
     }
 
