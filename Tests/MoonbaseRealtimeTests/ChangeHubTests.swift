@@ -3,7 +3,7 @@ import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseRealtime
 import MoonbaseSQLite
-import MoonbaseStore
+@testable import MoonbaseStore
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))
@@ -70,6 +70,21 @@ struct ChangeHubTests {
         // since = 0 never expires; since at the horizon missed nothing.
         _ = try hub.changes("Note", since: 0, limit: 10, where: nil, keys: nil, viewer: .master)
         _ = try hub.changes("Note", since: seq, limit: 10, where: nil, keys: nil, viewer: .master)
+    }
+
+    /// The purge finds its horizon through the tombstone index, not by walking the whole feed
+    /// back from its newest row (what a plain `max(seq)` did when no tombstone was old enough).
+    @Test func purgeReadsTheTombstoneIndex() throws {
+        for i in 0..<50 { _ = try f.store.insert("Note", fields: ["n": .int(Int64(i))], acl: nil, identity: .master) }
+        let plan = try f.database.read { (c) throws(ParseError) -> String in
+            var rows: [String] = []
+            try c.query("EXPLAIN QUERY PLAN " + ChangeFeed.newestOldTombstoneSQL, [.integer(0)]) { (st) throws(ParseError) in
+                rows.append(st.text(3) ?? "")
+            }
+            return rows.joined(separator: "; ")
+        }
+        #expect(plan.contains("USING INDEX _mb_changes_tomb"), "\(plan)")
+        #expect(try f.store.purgeChangeFeed(before: f.clock.nowMillis() + 1) == 0)
     }
 
     @Test func eventChoiceFollowsParse() throws {

@@ -193,17 +193,19 @@ public enum ChangeFeed {
         }
     }
 
+    /// The newest tombstone written before a cutoff, through the tombstone index: as a plain
+    /// `max(seq)` SQLite walked the feed from its newest row down to the first old tombstone,
+    /// the whole feed when there is none (97 ms for a million saves, every 30 s, holding the
+    /// writer).
+    static let newestOldTombstoneSQL = "SELECT max(seq) FROM _mb_changes INDEXED BY _mb_changes_tomb WHERE op = 'delete' AND at < ?"
+
     /// Deletes tombstones written before `cutoff` (ms) and advances the horizon.
     /// - Returns: the number of tombstones purged.
     @discardableResult
     public static func purge(_ db: Database, before cutoff: Int64) throws(ParseError) -> Int {
         try db.write { (tx) throws(ParseError) -> Int in
             let c = tx.connection
-            // Through the tombstone index: as a plain `max(seq)` SQLite walked the feed from its
-            // newest row down to the first old tombstone, the whole feed when there is none
-            // (97 ms for a million saves, every 30 s, holding the writer).
-            guard case .integer(let maxSeq)? = try c.scalar(
-                "SELECT max(seq) FROM _mb_changes INDEXED BY _mb_changes_tomb WHERE op = 'delete' AND at < ?", [.integer(cutoff)])
+            guard case .integer(let maxSeq)? = try c.scalar(newestOldTombstoneSQL, [.integer(cutoff)])
             else { return 0 }
             let n = try c.run("DELETE FROM _mb_changes WHERE op = 'delete' AND at < ?", [.integer(cutoff)])
             _ = try c.run("INSERT INTO _mb_changes_meta(k, v) VALUES('horizon', ?) ON CONFLICT(k) DO UPDATE SET v = max(v, excluded.v)", [.integer(maxSeq)])
