@@ -36,7 +36,7 @@ let package = Package(
         // Swift modules, leaves first.
         .target(name: "MoonbaseCore", swiftSettings: swiftSettings),
         .target(name: "MoonbaseJSON", dependencies: ["MoonbaseCore", "CJSON"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "CSQLite", "CJSON"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "MoonbaseJSON", "CSQLite"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCrypto", dependencies: ["COpenSSL", "CSodium"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto", "MoonbaseQuota",
                                                      "MoonbasePostgres"],

@@ -1,6 +1,6 @@
-import CJSON
 import CSQLite
 import MoonbaseCore
+import MoonbaseJSON
 
 #if canImport(Glibc)
 import Glibc
@@ -141,13 +141,12 @@ private let geoDistanceCallback: @convention(c) (OpaquePointer?, Int32, UnsafeMu
 
 /// The point stored under the top-level key `field` of the JSON object `json`: the numbers
 /// `json_extract(json, '$.field.latitude')` and `'$.field.longitude'` return, read in one pass
-/// (`cj_point`) instead of two whole-document parses. nil when either is missing.
+/// (`JSONPoint`) instead of two whole-document parses. nil when either is missing.
 @inline(__always) private func storedPoint(_ json: OpaquePointer?, _ field: OpaquePointer?) -> (lat: Double, lng: Double)? {
     guard sqlite3_value_type(json) == SQLITE_TEXT, let j = sqlite3_value_text(json), let f = sqlite3_value_text(field) else { return nil }
     let jn = Int(sqlite3_value_bytes(json)), fn = Int(sqlite3_value_bytes(field))
-    var lat = 0.0, lng = 0.0
-    guard cj_point(j, jn, f, fn, &lat, &lng) == 1 else { return nil }
-    return (lat, lng)
+    guard let p = JSONPoint.read(j, count: jn, key: f, keyCount: fn) else { return nil }
+    return (p.latitude, p.longitude)
 }
 
 /// `geo_point_distance(json, field, lat, lng)`: `geo_distance` from the stored point to
