@@ -141,7 +141,8 @@ struct SelectBuilder {
     /// (`newestByRid`, `GeoCellPlan`) already hold the page in order. One cached point lookup per
     /// rid, run inside the caller's read transaction: `WHERE rid IN (…) ORDER BY …` built an
     /// IN-list B-tree and a sorter for a page already sorted (about 45,000 instructions of a
-    /// "newest near me" query). A row deleted since the plan ran is left out.
+    /// "newest near me" query). A rid without a row is skipped (the executor reads the page in
+    /// the plan's read transaction, so that happens only to callers without one).
     static func rowsByRid(_ className: String, _ rids: [Int64], on conn: Connection,
                           _ row: (Statement) throws(ParseError) -> Void) throws(ParseError) {
         guard !rids.isEmpty else { return }
