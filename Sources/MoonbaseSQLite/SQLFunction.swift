@@ -142,11 +142,9 @@ private let geoDistanceCallback: @convention(c) (OpaquePointer?, Int32, UnsafeMu
 /// The point stored under the top-level key `field` of the JSON object `json`: the numbers
 /// `json_extract(json, '$.field.latitude')` and `'$.field.longitude'` return, read in one pass
 /// (`JSONPoint`) instead of two whole-document parses. nil when either is missing.
-@inline(__always) private func storedPoint(_ json: OpaquePointer?, _ field: OpaquePointer?) -> (lat: Double, lng: Double)? {
+@inline(__always) private func storedPoint(_ json: OpaquePointer?, _ field: OpaquePointer?) -> (latitude: Double, longitude: Double)? {
     guard sqlite3_value_type(json) == SQLITE_TEXT, let j = sqlite3_value_text(json), let f = sqlite3_value_text(field) else { return nil }
-    let jn = Int(sqlite3_value_bytes(json)), fn = Int(sqlite3_value_bytes(field))
-    guard let p = JSONPoint.read(j, count: jn, key: f, keyCount: fn) else { return nil }
-    return (p.latitude, p.longitude)
+    return JSONPoint.read(j, count: Int(sqlite3_value_bytes(json)), key: f, keyCount: Int(sqlite3_value_bytes(field)))
 }
 
 /// `geo_point_distance(json, field, lat, lng)`: `geo_distance` from the stored point to
@@ -154,7 +152,7 @@ private let geoDistanceCallback: @convention(c) (OpaquePointer?, Int32, UnsafeMu
 private let geoPointDistanceCallback: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = { ctx, argc, argv in
     guard let argv, let p = storedPoint(argv[0], argv[1]),
           let lat = numericArgument(argv[2]), let lng = numericArgument(argv[3]) else { sqlite3_result_null(ctx); return }
-    sqlite3_result_double(ctx, geoDistanceRadians(lat1: p.lat, lng1: p.lng, lat2: lat, lng2: lng))
+    sqlite3_result_double(ctx, geoDistanceRadians(lat1: p.latitude, lng1: p.longitude, lat2: lat, lng2: lng))
 }
 
 /// `geo_point_in_box(json, field, south, north, west, east)`: 1 when the stored point is in the
@@ -163,6 +161,6 @@ private let geoPointDistanceCallback: @convention(c) (OpaquePointer?, Int32, Uns
 private let geoPointInBoxCallback: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void = { ctx, argc, argv in
     guard let argv, let p = storedPoint(argv[0], argv[1]), let s = numericArgument(argv[2]), let n = numericArgument(argv[3]),
           let w = numericArgument(argv[4]), let e = numericArgument(argv[5]) else { sqlite3_result_null(ctx); return }
-    let inLng = w <= e ? (p.lng >= w && p.lng <= e) : (p.lng >= w || p.lng <= e)
-    sqlite3_result_int(ctx, p.lat >= s && p.lat <= n && inLng ? 1 : 0)
+    let inLng = w <= e ? (p.longitude >= w && p.longitude <= e) : (p.longitude >= w || p.longitude <= e)
+    sqlite3_result_int(ctx, p.latitude >= s && p.latitude <= n && inLng ? 1 : 0)
 }

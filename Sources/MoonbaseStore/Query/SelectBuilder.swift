@@ -150,7 +150,7 @@ struct SelectBuilder {
             for rid in rids {
                 try st.bind(.integer(rid), at: 1)
                 if try st.step() { try row(st) }
-                st.reset()
+                st.rewind()   // the one bind is replaced next round
             }
         }
     }
