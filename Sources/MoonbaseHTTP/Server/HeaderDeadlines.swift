@@ -114,8 +114,10 @@ final class HeaderDeadlines: Sendable {
                 let d = c.deadline.load(ordering: .relaxed)
                 if d != 0 && now > d && c.fd >= 0 {
                     c.deadline.store(0, ordering: .relaxed)
-                    Glibc.shutdown(c.fd, Int32(SHUT_RDWR))
+                    // Counted before the cut: a client that sees its socket end can read the
+                    // count at once (a sweeper preempted between the two left it at 0).
                     cut.add(1, ordering: .relaxed)
+                    Glibc.shutdown(c.fd, Int32(SHUT_RDWR))
                 }
             }
         }
