@@ -32,6 +32,10 @@ public struct HostConfig: Sendable {
     /// The pool's cap: `maxWorkers`, or twice `workers` when it is not set.
     public var effectiveMaxWorkers: Int { maxWorkers ?? 2 * workers }
     public var ioThreads = HostConfig.cores
+    /// `MOONBASE_READ_SLOTS`: REST finds and gets of the SQLite store running at once at most
+    /// (the others wait their turn in the queue, which other requests pass); one per core by
+    /// default, so that reads do not slice the cores between them; 0 = no limit.
+    public var readSlots = HostConfig.cores
     public var metricsRequireMaster = false
     public var quotaMonthlyRequests = 0
     public var rateLimitPerMinute = 0
@@ -132,6 +136,7 @@ public struct HostConfig: Sendable {
         if let v = try int("MOONBASE_WORKERS"), v > 0 { c.workers = v }
         if let v = try int("MOONBASE_MAX_WORKERS"), v >= 0 { c.maxWorkers = v }
         if let v = try int("MOONBASE_IO_THREADS"), v > 0 { c.ioThreads = v }
+        if let v = try int("MOONBASE_READ_SLOTS"), v >= 0 { c.readSlots = v }
         if let v = try int("MOONBASE_MAX_BODY_BYTES"), v > 0 { c.maxBodyBytes = v }
         if let v = try int("MOONBASE_MAX_FILE_BYTES"), v > 0 { c.maxFileBytes = v }
         if let v = try int("MOONBASE_JOB_HISTORY"), v > 0 { c.jobHistoryPerJob = v }

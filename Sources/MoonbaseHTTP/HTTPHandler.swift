@@ -36,6 +36,11 @@ public protocol HTTPHandler: Sendable {
     /// picks up where the attempt stopped (without a seat: to the pool's queue, and `handle`
     /// starts over). Must leave the I/O thread within about a millisecond.
     func attempt(_ request: HTTPRequest, seat: Int?) -> HTTPResponse?
+    /// Does the worker's `handle` run on the CPU from start to end (a local read: no sleep, no
+    /// wait for a lock), so that running more at once than `HTTPServerConfig.cpuBoundSlots`
+    /// only slices the cores? Asked on the I/O thread before the request is queued; cheap.
+    /// Defaults to false.
+    func cpuBound(_ request: HTTPRequest) -> Bool
 }
 
 extension HTTPHandler {
@@ -46,6 +51,7 @@ extension HTTPHandler {
     public func attemptNeedsSeat(_ request: HTTPRequest) -> Bool { true }
     public func attemptsOnlyBesideLongCalls(_ request: HTTPRequest) -> Bool { false }
     public func attempt(_ request: HTTPRequest, seat: Int?) -> HTTPResponse? { nil }
+    public func cpuBound(_ request: HTTPRequest) -> Bool { false }
 }
 
 /// Server settings (defaults: headers 16 KiB, 1,024 connections, 30 s idle).
@@ -62,6 +68,13 @@ public struct HTTPServerConfig: Sendable {
     /// jobs wait, the pool starts extra workers up to this many (each exits after 2 s idle), so
     /// slow or spinning scripts hold their own workers. 0 (or ≤ `workers`) = a fixed pool.
     public var maxWorkers = 0
+    /// Requests the handler calls CPU-bound (`HTTPHandler.cpuBound`) running at once at most,
+    /// one per core is the point; 0 = no limit. The rest wait in the queue, which other requests
+    /// pass (see `WorkerPool`).
+    public var cpuBoundSlots = 0
+    /// A CPU-bound request stops counting toward `cpuBoundSlots` once it has run this long (a
+    /// slow scan does not hold a slot beyond it).
+    public var cpuBoundHoldMicros = 5_000
     /// Request line + headers above this → 431 with a Parse body (code 107).
     public var maxHeaderBytes: Int
     /// Concurrent connections; libmicrohttpd closes new ones above it.

@@ -87,6 +87,7 @@ enum ServeCommand {
                 stuckGraceMillis: c.workerStuckGraceMs)
             httpConfig.maxUpgradedConnections = live.config.maxConnections
             httpConfig.maxWorkers = c.effectiveMaxWorkers
+            httpConfig.cpuBoundSlots = c.readSlots
             server = try HTTPServer(config: httpConfig, handler: host.api, upgrader: live)
             live.attach(server)
             // Runs a crash left `running` are failed before the first request can read them.

@@ -29,6 +29,24 @@ struct APIInProcessTests {
         #expect(gone.json["code"]?.intValue == 101)
     }
 
+    /// Finds and gets of local data run on the CPU alone and wait for a CPU slot; what may
+    /// sleep (Lua functions and routes, an `afterFind` trigger, writes) does not.
+    @Test func onlyLocalReadsAreCPUBound() throws {
+        let h = try InProcessHost(functions: ["t.lua": """
+            cloud.afterFind("Hooked", function(req) return req.objects end)
+            cloud.define("hello", function(req) return "hi" end)
+            """])
+        let api = h.host.api
+        #expect(api.cpuBound(h.dispatched("GET", "/parse/classes/Post")))
+        #expect(api.cpuBound(h.dispatched("GET", "/parse/classes/Post/abc123")))
+        #expect(!api.cpuBound(h.dispatched("GET", "/parse/classes/Hooked")))
+        #expect(!api.cpuBound(h.dispatched("GET", "/parse/classes/Hooked/abc123")))
+        #expect(!api.cpuBound(h.dispatched("POST", "/parse/classes/Post")))
+        #expect(!api.cpuBound(h.dispatched("PUT", "/parse/classes/Post/abc123")))
+        #expect(!api.cpuBound(h.dispatched("POST", "/parse/functions/hello")))
+        #expect(!api.cpuBound(h.dispatched("GET", "/parse/nope")))
+    }
+
     @Test func queryWithWhereOrderLimitAndCount() throws {
         let h = try InProcessHost()
         for i in 0..<5 {

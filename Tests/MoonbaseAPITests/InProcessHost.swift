@@ -83,4 +83,14 @@ final class InProcessHost {
         let r = host.api.handle(req)
         return Response(status: r.status, headers: r.headers, body: r.body)
     }
+
+    /// A request as the server holds it after `dispatch` (the route matched, in its note), for
+    /// the questions the server asks before queueing it.
+    func dispatched(_ method: String, _ path: String) -> HTTPRequest {
+        var req = HTTPRequest(method: method, path: path, rawQuery: "", query: [],
+                              headers: [("host", "localhost"), ("x-parse-application-id", Self.appId)], body: [],
+                              remoteAddress: "127.0.0.1", requestId: RequestID.generate())
+        _ = host.api.dispatch(&req)
+        return req
+    }
 }

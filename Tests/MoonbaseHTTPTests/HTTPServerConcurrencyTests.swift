@@ -185,6 +185,32 @@ struct HTTPAbortTests {
     }
 }
 
+@Suite("HTTP server: CPU slots", .timeLimit(.minutes(1)))
+struct HTTPCPUSlotTests {
+    /// With one CPU slot, a second CPU-bound request waits while the first runs, though workers
+    /// are free; a request that is not CPU-bound passes it; both are answered once the first ends.
+    @Test func aCPUBoundRequestWaitsForASlotAndOthersPassIt() throws {
+        var cfg = HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 3)
+        cfg.cpuBoundSlots = 1
+        cfg.cpuBoundHoldMicros = 60_000_000
+        try withServer(cfg) { server, handler in
+            let first = try RawHTTPClient(port: server.port)
+            first.send(RawHTTPClient.format("GET", "/gate?cpu=1"))
+            #expect(handler.gate.waitForArrivals(1))
+            let second = try RawHTTPClient(port: server.port)
+            second.send(RawHTTPClient.format("GET", "/gate?cpu=1"))
+            let other = try RawHTTPClient(port: server.port)
+            #expect(try other.request("GET", "/echo").status == 200)
+            usleep(100_000)
+            #expect(handler.gate.arrived == 1)
+            handler.gate.release()
+            #expect(try first.readResponse(head: false).status == 200)
+            #expect(try second.readResponse(head: false).status == 200)
+            #expect(handler.gate.arrived == 2)
+        }
+    }
+}
+
 @Suite("HTTP server: slow senders", .timeLimit(.minutes(1)))
 struct HTTPSlowSenderTests {
     /// A client that dribbles its head (a byte every 200 ms, so the idle timeout never fires)

@@ -11,6 +11,8 @@ final class Gate: Sendable {
         while !open.load(ordering: .acquiring) { usleep(1_000) }
     }
     func release() { open.store(true, ordering: .releasing) }
+    /// Handlers that reached `pass()` so far.
+    var arrived: Int { arrivals.load(ordering: .relaxed) }
     /// Waits until `n` handlers are blocked in `pass()` (up to 10 s).
     func waitForArrivals(_ n: Int) -> Bool {
         for _ in 0..<10_000 {
@@ -26,6 +28,7 @@ final class Gate: Sendable {
 /// - `/fast`: answered inline on the I/O thread.
 /// - `/slow?ms=N`: sleeps N ms on a worker.
 /// - `/gate`: blocks on the gate until the test releases it (`?size=N`: then answers N bytes).
+/// - any path with `?cpu`: CPU-bound (`cpuBound`).
 /// - `/file?path=P`: streams the file.
 /// - `/upload...`: 4 KiB body limit (others 1 KiB).
 struct TestHandler: HTTPHandler {
@@ -36,6 +39,9 @@ struct TestHandler: HTTPHandler {
     }
 
     func runsInline(_ request: HTTPRequest) -> Bool { request.path == "/fast" }
+
+    /// `?cpu` marks a request CPU-bound (it waits for a CPU slot).
+    func cpuBound(_ request: HTTPRequest) -> Bool { request.queryValue("cpu") != nil }
 
     func handle(_ r: HTTPRequest) -> HTTPResponse {
         var h: [(String, String)] = [

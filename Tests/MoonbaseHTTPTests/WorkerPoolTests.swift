@@ -386,6 +386,124 @@ private final class Thread: @unchecked Sendable {
     }
 }
 
+/// How many `SlotJob`s of one kind run at once, and the most seen.
+private final class Overlap: Sendable {
+    let now = Atomic<Int>(0)
+    let most = Atomic<Int>(0)
+    func enter() {
+        let n = now.add(1, ordering: .relaxed).newValue
+        var m = most.load(ordering: .relaxed)
+        while n > m {
+            let (done, seen) = most.compareExchange(expected: m, desired: n, ordering: .relaxed)
+            if done { break }
+            m = seen
+        }
+    }
+    func leave() { now.subtract(1, ordering: .relaxed) }
+}
+
+/// A job (CPU-bound unless told otherwise) that blocks on `gate` when given, holds its worker
+/// 2 ms and records its overlap with the others of its kind.
+private final class SlotJob: WorkItem, @unchecked Sendable {
+    // @unchecked: `tally`, `gate` and `overlap` are thread-safe; `cpuBound` immutable.
+    let tally: Tally
+    let gate: Gate?
+    let overlap: Overlap
+    let cpuBound: Bool
+    init(_ tally: Tally, gate: Gate? = nil, overlap: Overlap, cpuBound: Bool = true) {
+        self.tally = tally
+        self.gate = gate
+        self.overlap = overlap
+        self.cpuBound = cpuBound
+    }
+    func run(workerIndex: Int) {
+        overlap.enter()
+        gate?.pass()
+        usleep(2_000)
+        overlap.leave()
+        tally.ran.add(1, ordering: .relaxed)
+    }
+    func cancel() { tally.cancelled.add(1, ordering: .relaxed) }
+    func abandon(shuttingDown: Bool) { tally.abandoned.add(1, ordering: .relaxed) }
+}
+
+@Suite("Worker pool: CPU slots", .timeLimit(.minutes(1)))
+struct WorkerPoolCPUSlotTests {
+    /// Four workers, two CPU slots: two CPU-bound jobs run at once, the rest wait in the queue
+    /// while a job that is not CPU-bound passes them and runs on a third worker; when the two
+    /// finish, the queued ones run (no more than two at a time) without a wake-up from outside.
+    /// Without slots the same jobs take all four workers.
+    @Test func cpuBoundJobsRunNoMoreThanTheSlotsAndOthersPassThem() throws {
+        let pool = try WorkerPool(workers: 4, maxQueued: 64, cpuSlots: 2, cpuHoldMicros: 60_000_000)
+        let gate = Gate()
+        let tally = Tally(), other = Tally()
+        let overlap = Overlap()
+        for _ in 0..<8 { #expect(pool.submit(SlotJob(tally, gate: gate, overlap: overlap))) }
+        #expect(gate.waitForArrivals(2))
+        #expect(pool.submit(TallyJob(other)))
+        #expect(other.waitForRuns(1))
+        usleep(50_000)
+        #expect(overlap.now.load(ordering: .relaxed) == 2)
+        #expect(pool.queued == 6)
+        gate.release()
+        #expect(tally.waitForRuns(8))
+        #expect(overlap.most.load(ordering: .relaxed) == 2)
+        pool.stop()
+
+        let free = try WorkerPool(workers: 4, maxQueued: 64)
+        let gate2 = Gate()
+        let overlap2 = Overlap()
+        for _ in 0..<8 { #expect(free.submit(SlotJob(tally, gate: gate2, overlap: overlap2))) }
+        #expect(gate2.waitForArrivals(4))
+        gate2.release()
+        #expect(tally.waitForRuns(16))
+        #expect(overlap2.most.load(ordering: .relaxed) == 4)
+        free.stop()
+    }
+
+    /// A CPU-bound job that runs past the hold time stops counting: the monitor wakes a worker
+    /// for the one queued behind it, which runs while the first is still blocked.
+    @Test func aSlotHeldPastTheHoldTimeFreesItForTheNext() throws {
+        let pool = try WorkerPool(workers: 2, maxQueued: 64, cpuSlots: 1, cpuHoldMicros: 20_000)
+        let gate = Gate()
+        let tally = Tally(), next = Tally()
+        #expect(pool.submit(SlotJob(tally, gate: gate, overlap: Overlap())))
+        #expect(gate.waitForArrivals(1))
+        #expect(pool.submit(SlotJob(next, overlap: Overlap())))
+        #expect(next.waitForRuns(1))
+        #expect(tally.ran.load(ordering: .relaxed) == 0)
+        gate.release()
+        #expect(tally.waitForRuns(1))
+        pool.stop()
+    }
+
+    /// Many CPU-bound and other jobs from three threads at once: every job runs (none is
+    /// stranded in the queue beside parked workers), never more CPU-bound ones than the slots.
+    @Test func mixedJobsAllRunWithinTheSlots() throws {
+        let pool = try WorkerPool(workers: 4, maxQueued: 100_000, cpuSlots: 2, cpuHoldMicros: 60_000_000)
+        let tally = Tally()
+        let cpu = Overlap(), other = Overlap()
+        let refused = Atomic<Int>(0)
+        let perThread = 300
+        let threads = (0..<3).map { t in
+            Thread {
+                for k in 0..<perThread {
+                    let bound = (k + t) % 3 != 0
+                    let j = SlotJob(tally, overlap: bound ? cpu : other, cpuBound: bound)
+                    if !pool.submit(j) { refused.add(1, ordering: .relaxed) }
+                    if k % 7 == 0 { usleep(1_000) }
+                }
+            }
+        }
+        threads.forEach { $0.join() }
+        #expect(refused.load(ordering: .relaxed) == 0)
+        #expect(tally.waitForRuns(3 * perThread, millis: 30_000))
+        #expect(cpu.most.load(ordering: .relaxed) <= 2)
+        #expect(other.most.load(ordering: .relaxed) >= 1)
+        pool.stop()
+    }
+}
+
 @Suite("Worker pool: stuck-worker backstop", .timeLimit(.minutes(1)))
 struct WorkerPoolBackstopTests {
     /// Two workers, both stuck on jobs that never return by themselves: each is abandoned

@@ -116,6 +116,15 @@ public final class API: HTTPHandler {
         return API.readEndpoints.contains(m.value.name)
     }
 
+    /// A find or get of local data (`readsInline`: the SQLite store, no `afterFind` trigger)
+    /// runs on the CPU from start to end: the pool runs no more of them at once than it has
+    /// CPU slots (one per core), so that they do not slice the cores between them.
+    public func cpuBound(_ request: HTTPRequest) -> Bool {
+        guard let note = request.note as? RoutedNote, let m = note.match,
+              API.readEndpoints.contains(m.value.name) else { return false }
+        return readsInline(m)
+    }
+
     /// REST reads that may start on the I/O thread (see `readsInline`).
     static let readEndpoints: Set<String> = ["classes.find", "classes.get"]
 

@@ -69,6 +69,8 @@ final class RequestState: WorkItem, @unchecked Sendable {
     /// The status of the answer queued (0 before): a 101 (protocol upgrade) hands the socket
     /// over, so the header deadline no longer applies to it.
     var answeredStatus = 0
+    /// The handler called it CPU-bound (`HTTPHandler.cpuBound`): it waits for a CPU slot.
+    var cpuBound = false
     /// Switched protocols: no longer counted in `ServerCore.inFlight`.
     var upgraded = false
     /// The upgrade handler accepted the request (it may have reserved a slot for it; see

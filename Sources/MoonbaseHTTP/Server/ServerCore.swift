@@ -46,7 +46,8 @@ final class ServerCore: Sendable {
         self.upgrader = upgrader
         pool = try WorkerPool(workers: config.workers, maxQueued: config.maxQueuedJobs,
                               spinMicros: config.workerSpinMicros, jobLimitMillis: config.jobLimitMillis,
-                              graceMillis: config.stuckGraceMillis, maxWorkers: config.maxWorkers)
+                              graceMillis: config.stuckGraceMillis, maxWorkers: config.maxWorkers,
+                              cpuSlots: config.cpuBoundSlots, cpuHoldMicros: config.cpuBoundHoldMicros)
     }
 
     // MARK: First access-handler call: headers are in.
@@ -158,6 +159,7 @@ final class ServerCore: Sendable {
                 }
             }
             state.phase = .suspended
+            state.cpuBound = config.cpuBoundSlots > 0 && reserved == nil && handler.cpuBound(state.request)
             state.countedSuspended = true
             suspendedCount.add(1, ordering: .relaxed)
             MHD_suspend_connection(state.connection)
