@@ -212,6 +212,9 @@ public final class HTTPServer: Sendable {
 
     /// Connections shut down for missing the header deadline (diagnostics, tests).
     public var headerDeadlineCuts: Int { core.deadlines.cut.load(ordering: .relaxed) }
+    /// CPU slots (`HTTPServerConfig.cpuBoundSlots`), and the CPU-bound requests that were queued
+    /// while all of them were taken.
+    public var cpuSlots: (slots: Int, waited: Int) { (core.pool.cpuSlots, core.pool.waitedForSlot.load(ordering: .relaxed)) }
 
     /// Requests read and not yet completed (diagnostics, tests).
     public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }

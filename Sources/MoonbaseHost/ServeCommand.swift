@@ -151,6 +151,12 @@ enum ServeCommand {
         m.counter("moonbase_workers_replaced_total", help: "Workers replaced after running past their limit plus the grace.") {
             [MetricSample(value: Double(server.workerStatus.replaced))]
         }
+        m.gauge("moonbase_read_slots", help: "REST reads that may run at once (0: no limit).") {
+            [MetricSample(value: Double(server.cpuSlots.slots))]
+        }
+        m.counter("moonbase_read_slot_waits_total", help: "REST reads queued while every read slot was taken.") {
+            [MetricSample(value: Double(server.cpuSlots.waited))]
+        }
         m.counter("moonbase_http_header_deadline_cuts_total", help: "Connections closed for not completing a request head in time.") {
             [MetricSample(value: Double(server.headerDeadlineCuts))]
         }

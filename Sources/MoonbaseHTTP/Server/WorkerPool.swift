@@ -150,6 +150,8 @@ final class WorkerPool: @unchecked Sendable {
     let graceNanos: UInt64
     /// Workers replaced since start (diagnostics, metrics).
     let replaced = Atomic<Int>(0)
+    /// `cpuBound` jobs queued while every CPU slot was taken (metrics).
+    let waitedForSlot = Atomic<Int>(0)
     /// Set by the monitor: some worker runs a long call found spinning or waiting.
     private let longJobsRunning = Atomic<Bool>(false)
     /// A worker busy this long on one job counts toward saturation.
@@ -309,8 +311,11 @@ final class WorkerPool: @unchecked Sendable {
         }
         queue.push(job)
         var wake = -1
-        if cpuSlots > 0 && job.cpuBound { queuedCPU += 1 }
         let now = monotonicNanos()
+        if cpuSlots > 0 && job.cpuBound {
+            queuedCPU += 1
+            if cpuBusy(now) >= cpuSlots { waitedForSlot.add(1, ordering: .relaxed) }
+        }
         // A CPU-bound job that must wait for a slot wakes nobody (`runnableQueued` leaves it
         // out): the worker that frees the slot takes it, or the monitor wakes one for a slot
         // held too long.
