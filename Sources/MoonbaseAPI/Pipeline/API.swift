@@ -65,7 +65,10 @@ public final class API: HTTPHandler {
         RealtimeEndpoints.liftQueryCredentials(&request)
         SDKRequest.normalize(&request)
         let m = request.method == "OPTIONS" ? nil : route(request.method, request.path)
-        request.note = RoutedNote(m)
+        // Whether it is a read of local data is asked twice on this thread (`wantsAttempt`,
+        // `cpuBound`): answered once here.
+        let localRead = m.map { $0.value.attemptable && API.readEndpoints.contains($0.value.name) && readsInline($0) } ?? false
+        request.note = RoutedNote(m, localRead: localRead)
         return m?.value.inline ?? true
     }
 
@@ -81,7 +84,7 @@ public final class API: HTTPHandler {
     /// record) may start on the I/O thread: nothing before their Lua blocks or writes.
     public func wantsAttempt(_ request: HTTPRequest) -> Bool {
         guard let note = request.note as? RoutedNote, let m = note.match, m.value.attemptable else { return false }
-        if API.readEndpoints.contains(m.value.name) { return readsInline(m) }
+        if API.readEndpoints.contains(m.value.name) { return note.localRead }
         if request.header("x-parse-session-token") != nil || request.header("authorization") != nil { return false }
         if request.method != "GET", request.header("x-parse-request-id") != nil { return false }
         if m.value.name == "classes.create" { return createsInline(m) }
@@ -120,9 +123,7 @@ public final class API: HTTPHandler {
     /// runs on the CPU from start to end: the pool runs no more of them at once than it has
     /// CPU slots (one per core), so that they do not slice the cores between them.
     public func cpuBound(_ request: HTTPRequest) -> Bool {
-        guard let note = request.note as? RoutedNote, let m = note.match,
-              API.readEndpoints.contains(m.value.name) else { return false }
-        return readsInline(m)
+        (request.note as? RoutedNote)?.localRead ?? false
     }
 
     /// REST reads that may start on the I/O thread (see `readsInline`).
@@ -414,7 +415,12 @@ public final class API: HTTPHandler {
 /// A nil match: the request was normalized but no route matched (or it is a preflight).
 final class RoutedNote: Sendable {
     let match: RouteMatch<Endpoint>?
-    init(_ match: RouteMatch<Endpoint>?) { self.match = match }
+    /// A find or get that only reads local data (`readsInline`), decided at dispatch.
+    let localRead: Bool
+    init(_ match: RouteMatch<Endpoint>?, localRead: Bool = false) {
+        self.match = match
+        self.localRead = localRead
+    }
 }
 
 extension String {

@@ -563,40 +563,35 @@ final class WorkerPool: @unchecked Sendable {
     }
 
     fileprivate func monitorLoop() {
-        // Growth needs a fast look (a request waits at most about this long for a new
-        // worker); the stuck check runs every 100 ms either way.
+        // Growth and CPU slots need a fast look (a request waits at most about this long for a
+        // new worker or a freed slot); the stuck check and a fixed pool's long-call look run
+        // every 100 ms either way.
         let grows = maxLive > count
         let fast = grows || cpuSlots > 0
         let sleepMicros: UInt32 = fast ? 2_000 : 100_000
-        let stuckEvery = fast ? 50 : 1
+        let every100ms = fast ? 50 : 1
         var tick = 0
         while monitorRunning.load(ordering: .acquiring) {
             usleep(sleepMicros)
             tick += 1
-            if cpuSlots > 0 {
-                pthread_mutex_lock(mutex)
-                let freed = wakeForFreedSlots(now: monotonicNanos())
-                pthread_mutex_unlock(mutex)
-                for w in freed { mb_parker_wake(word(w)) }
-            }
+            let slow = tick % every100ms == 0
+            pthread_mutex_lock(mutex)
+            let now = monotonicNanos()
+            var toWake = wakeForFreedSlots(now: now)
             if grows {
-                pthread_mutex_lock(mutex)
-                let now = monotonicNanos()
                 replaceOwedWorkers()
                 growIfStarved(now: now)
                 demoteLongJobs(now: now)
                 longJobsRunning.store(anyLongJob(now: now), ordering: .relaxed)
-                let leaving = retireIdleExtras(now: now)
-                pthread_mutex_unlock(mutex)
-                for w in leaving { mb_parker_wake(word(w)) }
-            } else if tick % (fast ? 50 : 1) == 0 {
+                toWake += retireIdleExtras(now: now)
+            } else if slow {
                 // A fixed pool sorts no job; it holds long calls when every worker has been on
-                // its job for `heldByLongJobNanos` (looked at every 100 ms).
-                pthread_mutex_lock(mutex)
-                longJobsRunning.store(everyWorkerOnALongJob(now: monotonicNanos()), ordering: .relaxed)
-                pthread_mutex_unlock(mutex)
+                // its job for `heldByLongJobNanos`.
+                longJobsRunning.store(everyWorkerOnALongJob(now: now), ordering: .relaxed)
             }
-            if jobLimitNanos > 0 && tick % stuckEvery == 0 { checkStuck() }
+            pthread_mutex_unlock(mutex)
+            for w in toWake { mb_parker_wake(word(w)) }
+            if jobLimitNanos > 0 && slow { checkStuck() }
         }
     }
 
