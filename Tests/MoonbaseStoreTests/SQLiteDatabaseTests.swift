@@ -30,6 +30,11 @@ struct SQLiteDatabaseTests {
         #expect(cache == .integer(-4096))
         let sd = try f.database.read { (c) throws(ParseError) in try c.scalar("PRAGMA secure_delete") }
         #expect(sd == .integer(0))
+        // Files up to the library's limit are read through the map (a page past it is a copy):
+        // the 2 GiB asked for is clamped to the build's limit, never left at 128 MiB or off.
+        let mmap = try f.database.read { (c) throws(ParseError) in try c.scalar("PRAGMA mmap_size") }
+        guard case .integer(let bytes) = mmap else { Issue.record("mmap_size: \(mmap)"); return }
+        #expect(bytes >= 1 << 30 && bytes <= 2 << 30)
     }
 
     @Test func writeCommitsAndErrorRollsBack() throws {
