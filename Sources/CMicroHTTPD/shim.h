@@ -23,18 +23,16 @@
 /** MHD_OPTION_URI_LOG_CALLBACK's callback type (the header only documents it). */
 typedef void *(*mb_uri_log_callback)(void *cls, const char *uri, struct MHD_Connection *con);
 
-/** Everything `mb_mhd_start` passes to MHD_start_daemon. */
+/** Everything `mb_mhd_start` passes to MHD_start_daemon. The daemon has no listening socket:
+ * connections come from our accepting thread by MHD_add_connection (CHTTPGuard's accept.c). */
 typedef struct mb_mhd_options {
     unsigned int flags;
-    const char *host;            /* numeric IPv4/IPv6 address, or NULL/"" for any */
-    uint16_t port;               /* 0 = any free port */
     unsigned int thread_pool;    /* <= 1: a single internal polling thread */
     unsigned int connection_limit;
     unsigned int per_ip_limit;   /* 0 = no per-address cap */
     unsigned int timeout_seconds;
     size_t memory_limit;         /* per-connection memory pool (must exceed the header limit) */
     size_t memory_increment;
-    unsigned int listen_backlog;
     MHD_AccessHandlerCallback access_cb;
     void *access_cls;
     MHD_RequestCompletedCallback completed_cb;
@@ -47,29 +45,9 @@ typedef struct mb_mhd_options {
     void *accept_cls;
 } mb_mhd_options;
 
-/** Starts the daemon; NULL when the address is invalid or MHD fails (bind, threads). */
+/** Starts the daemon; NULL when MHD fails (threads, memory). */
 static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
-    struct sockaddr_in6 a6;
-    struct sockaddr_in a4;
-    const struct sockaddr *addr = NULL;
-    unsigned int flags = o->flags;
-    if (o->host != NULL && o->host[0] != '\0') {
-        memset(&a4, 0, sizeof a4);
-        memset(&a6, 0, sizeof a6);
-        if (inet_pton(AF_INET, o->host, &a4.sin_addr) == 1) {
-            a4.sin_family = AF_INET;
-            a4.sin_port = htons(o->port);
-            addr = (const struct sockaddr *)&a4;
-        } else if (inet_pton(AF_INET6, o->host, &a6.sin6_addr) == 1) {
-            a6.sin6_family = AF_INET6;
-            a6.sin6_port = htons(o->port);
-            addr = (const struct sockaddr *)&a6;
-            flags |= MHD_USE_IPv6;
-        } else {
-            return NULL;
-        }
-    }
-    struct MHD_OptionItem ops[13];
+    struct MHD_OptionItem ops[11];
     int n = 0;
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)o->completed_cb, o->completed_cls };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)o->uri_log_cb, o->uri_log_cls };
@@ -79,11 +57,9 @@ static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)o->timeout_seconds, NULL };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_LIMIT, (intptr_t)o->memory_limit, NULL };
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (intptr_t)o->memory_increment, NULL };
-    ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_BACKLOG_SIZE, (intptr_t)o->listen_backlog, NULL };
-    if (addr != NULL) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, (void *)addr };
     if (o->thread_pool > 1) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)o->thread_pool, NULL };
     ops[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-    return MHD_start_daemon(flags, o->port, o->accept_cb, o->accept_cls,
+    return MHD_start_daemon(o->flags | MHD_USE_NO_LISTEN_SOCKET, 0, o->accept_cb, o->accept_cls,
                             o->access_cb, o->access_cls,
                             MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 }
@@ -97,12 +73,6 @@ static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
 static inline void mb_mhd_hide_query(const char *uri) {
     char *q = strchr(uri, '?');
     if (q != NULL && q[1] != '\0') q[1] = '\0';
-}
-
-/** The port the daemon is bound to (after binding port 0), or 0. */
-static inline uint16_t mb_mhd_bound_port(struct MHD_Daemon *d) {
-    const union MHD_DaemonInfo *i = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    return i != NULL ? i->port : 0;
 }
 
 /** The socket context set in the connection-notify callback. */

@@ -10,6 +10,10 @@ import Glibc
 /// The HTTP server: libmicrohttpd (epoll, a pool of `ioThreads` polling threads) in front of
 /// a pool of `workers` pthreads.
 ///
+/// One thread of our own accepts connections and hands each to libmicrohttpd, which places it
+/// on an I/O thread by descriptor number (`CHTTPGuard`'s accept.c says why: libmicrohttpd's
+/// threads accepting on a shared socket often left every connection of a burst on one thread).
+///
 /// Per request, an I/O thread reads headers and body, builds an `HTTPRequest` and either
 /// answers inline (`HTTPHandler.runsInline`) or suspends the connection and queues the request
 /// for a worker; the worker runs `handle`, stores the response and resumes the connection, and
@@ -40,6 +44,7 @@ public final class HTTPServer: Sendable {
 
     private struct Lifecycle: ~Copyable {
         var daemon: DaemonHandle?
+        var acceptor: AcceptorHandle?
         var stopped = false
     }
 
@@ -77,11 +82,13 @@ public final class HTTPServer: Sendable {
         sigaddset(&urg, SIGURG)
         pthread_sigmask(SIG_UNBLOCK, &urg, &oldMask)
         defer { pthread_sigmask(SIG_SETMASK, &oldMask, nil) }
-        let daemon: OpaquePointer? = cfg.host.withCString { host in
+        guard let acceptor = mb_acceptor_open(cfg.host.isEmpty ? nil : cfg.host, UInt16(cfg.port),
+                                              Int32(clamping: max(1, cfg.listenBacklog))) else {
+            throw HTTPServerError("cannot listen on \(cfg.host.isEmpty ? "*" : cfg.host):\(cfg.port)")
+        }
+        let daemon: OpaquePointer? = {
             var o = mb_mhd_options()
             o.flags = UInt32(flags)
-            o.host = cfg.host.isEmpty ? nil : host
-            o.port = UInt16(cfg.port)
             o.thread_pool = UInt32(max(1, cfg.ioThreads))
             // The accept policy enforces the HTTP cap on plain connections (per address too);
             // upgraded sockets leave libmicrohttpd right after their 101, and the room on top
@@ -92,7 +99,6 @@ public final class HTTPServer: Sendable {
             o.timeout_seconds = UInt32(max(0, cfg.idleTimeoutSeconds))
             o.memory_limit = cfg.connectionMemoryLimit
             o.memory_increment = 4096
-            o.listen_backlog = UInt32(max(1, cfg.listenBacklog))
             o.access_cb = mhdAccess
             o.access_cls = cls
             o.completed_cb = mhdCompleted
@@ -106,20 +112,28 @@ public final class HTTPServer: Sendable {
                 o.accept_cls = cls
             }
             return mb_mhd_start(&o)
-        }
+        }()
         guard let daemon else {
-            throw HTTPServerError("cannot listen on \(cfg.host.isEmpty ? "*" : cfg.host):\(cfg.port)")
+            mb_acceptor_close(acceptor)
+            throw HTTPServerError("cannot start the HTTP threads for \(cfg.host.isEmpty ? "*" : cfg.host):\(cfg.port)")
         }
         let ok = state.withLock { s -> Bool in
             if s.daemon != nil || s.stopped { return false }
             s.daemon = DaemonHandle(raw: daemon)
+            s.acceptor = AcceptorHandle(raw: acceptor)
             return true
         }
         guard ok else {
             MHD_stop_daemon(daemon)
+            mb_acceptor_close(acceptor)
             throw HTTPServerError("server already started or stopped")
         }
-        boundPort.store(Int(mb_mhd_bound_port(daemon)), ordering: .releasing)
+        boundPort.store(Int(mb_acceptor_port(acceptor)), ordering: .releasing)
+        let rc = mb_acceptor_start(acceptor, daemon)
+        guard rc == 0 else {
+            _ = shutdown(graceMillis: 0)
+            throw HTTPServerError("cannot start the accepting thread (errno \(rc))")
+        }
         core.deadlines.start()
         let pool = core.pool
         HealthBoard.shared.register(healthKey) {
@@ -151,10 +165,10 @@ public final class HTTPServer: Sendable {
     /// Idempotent; blocks the caller until the daemon is gone.
     @discardableResult
     public func shutdown(graceMillis: Int = 10_000) -> Int {
-        let handle = state.withLock { s -> DaemonHandle? in
-            if s.stopped { return nil }
+        let (handle, acceptor) = state.withLock { s -> (DaemonHandle?, AcceptorHandle?) in
+            if s.stopped { return (nil, nil) }
             s.stopped = true
-            return s.daemon
+            return (s.daemon, s.acceptor)
         }
         HealthBoard.shared.unregister(healthKey)
         guard let handle else {
@@ -162,7 +176,8 @@ public final class HTTPServer: Sendable {
             return core.pool.stop(deadlineNanos: monotonicNanos() + UInt64(max(0, graceMillis)) * 1_000_000)
         }
         core.closing.store(true, ordering: .relaxed)
-        let listenFD = MHD_quiesce_daemon(handle.raw)
+        // No new connections from here on (they wait in the backlog until the socket closes).
+        if let acceptor { mb_acceptor_stop(acceptor.raw) }
         core.streams.finishAll()
         let deadline = monotonicNanos() + UInt64(max(0, graceMillis)) * 1_000_000
         while core.inFlight.load(ordering: .relaxed) > 0 && monotonicNanos() < deadline {
@@ -191,7 +206,7 @@ public final class HTTPServer: Sendable {
         }
         core.deadlines.stop()
         MHD_stop_daemon(handle.raw)
-        if listenFD >= 0 { close(listenFD) }
+        if let acceptor { mb_acceptor_close(acceptor.raw) }
         return left
     }
 
@@ -228,5 +243,11 @@ public final class HTTPServer: Sendable {
 /// the calls we make on it from other threads (quiesce, stop), and the lifecycle mutex
 /// serialises those.
 struct DaemonHandle: @unchecked Sendable {
+    let raw: OpaquePointer
+}
+
+/// The accepting thread and its listening socket (`mb_acceptor`). `@unchecked Sendable`: stop and
+/// close are called once, by `shutdown`, which the lifecycle mutex makes the only caller.
+struct AcceptorHandle: @unchecked Sendable {
     let raw: OpaquePointer
 }

@@ -23,6 +23,26 @@ struct HTTPServerConcurrencyTests {
         }
     }
 
+    @Test func connectionsOpenedAtOnceSpreadOverTheIOThreads() throws {
+        // Sixteen connections opened back to back, before any of them sends a request (a
+        // client's connection pool): libmicrohttpd's threads accepting on a shared socket often
+        // took the whole burst on one thread; handed out by descriptor they split evenly.
+        try withServer(HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 2)) { server, _ in
+            var clients: [RawHTTPClient] = []
+            for _ in 0..<16 { clients.append(try RawHTTPClient(port: server.port)) }
+            var byThread: [String: Int] = [:]
+            var answered = 0
+            for c in clients {
+                let r = try c.request("GET", "/fast")
+                if r.status == 200 { answered += 1 }
+                byThread[r.header("X-Thread") ?? "?", default: 0] += 1
+            }
+            let counts = Array(byThread.values).sorted()
+            #expect(answered == 16)
+            #expect(counts.count == 2 && counts[0] >= 4, "connections per I/O thread: \(counts)")
+        }
+    }
+
     @Test func shutdownWaitsForInFlightRequest() throws {
         let handler = TestHandler()
         let server = try HTTPServer(config: HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 2),

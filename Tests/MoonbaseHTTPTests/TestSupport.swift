@@ -25,7 +25,7 @@ final class Gate: Sendable {
 
 /// The handler under test. Routes:
 /// - `/echo`: echoes the body; method, path, query and worker index in `X-*` headers.
-/// - `/fast`: answered inline on the I/O thread.
+/// - `/fast`: answered inline on the I/O thread (`X-Thread` names the thread).
 /// - `/slow?ms=N`: sleeps N ms on a worker.
 /// - `/gate`: blocks on the gate until the test releases it (`?size=N`: then answers N bytes).
 /// - any path with `?cpu`: CPU-bound (`cpuBound`).
@@ -50,6 +50,7 @@ struct TestHandler: HTTPHandler {
             ("X-Raw-Query", r.rawQuery),
             ("X-Query", r.query.map { "\($0.0)=\($0.1)" }.joined(separator: ";")),
             ("X-Worker", HTTPServer.currentWorkerIndex.map(String.init) ?? "none"),
+            ("X-Thread", String(UInt(pthread_self()))),
             ("X-Remote", r.remoteAddress),
         ]
         if let ua = r.header("x-test") { h.append(("X-Echo-Test", ua)) }

@@ -1,6 +1,7 @@
 #ifndef MB_HTTPGUARD_H
 #define MB_HTTPGUARD_H
 #include <microhttpd.h>
+#include "mbaccept.h"
 
 /* Queues one of Moonbase's own responses (bypasses the error-body rewrite below). */
 enum MHD_Result mb_queue_app_response(struct MHD_Connection *connection, unsigned int status,

@@ -2,6 +2,10 @@ import CHTTPGuard
 import CMicroHTTPD
 import Synchronization
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 // libmicrohttpd's C callbacks. Each is a global `let` (C function pointers cannot capture);
 // the `ServerCore` travels as the unretained `cls` pointer, valid while the daemon runs.
 
@@ -12,8 +16,11 @@ let mhdConnectionNotify: MHD_NotifyConnectionCallback = { cls, conn, socketConte
     core.openConnections.add(toe == .CONNECTION_NOTIFY_STARTED ? 1 : -1, ordering: .relaxed)
     if toe == .CONNECTION_NOTIFY_STARTED {
         let ctx = ConnectionContext(fd: conn.map { Int32(mb_mhd_connection_fd($0)) } ?? -1)
-        if core.upgrader != nil, let conn { core.plainOpened(ctx, conn) }
         core.deadlines.opened(ctx)
+        // Over the caps: shut down at once (libmicrohttpd then closes it as a client that left).
+        if core.upgrader != nil, let conn, !core.plainOpened(ctx, conn), ctx.fd >= 0 {
+            Glibc.shutdown(ctx.fd, Int32(SHUT_RDWR))
+        }
         socketContext.pointee = Unmanaged.passRetained(ctx).toOpaque()
     } else if let raw = socketContext.pointee {
         // Unregistered before libmicrohttpd closes the socket, so the sweeper never shuts

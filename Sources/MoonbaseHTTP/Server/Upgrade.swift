@@ -141,14 +141,27 @@ extension ServerCore {
         return plainByAddress.withLock { ($0[address] ?? 0) < cap }
     }
 
-    /// A plain connection opened: counted under its client address.
-    func plainOpened(_ ctx: ConnectionContext, _ conn: OpaquePointer) {
+    /// A plain connection opened: counted under its client address. False when it is over the
+    /// caps: the caller shuts it down. The accept policy decides before libmicrohttpd takes a
+    /// connection, but our accepting thread hands connections over faster than their I/O threads
+    /// open them (and count them here), so a burst from one address passes the policy together;
+    /// this check, made under the lock that counts, is the one that holds.
+    func plainOpened(_ ctx: ConnectionContext, _ conn: OpaquePointer) -> Bool {
+        let plain = openConnections.load(ordering: .relaxed) - upgradedOpen.load(ordering: .relaxed)
+        if plain > config.maxConnections { return false }
         var buf = [CChar](repeating: 0, count: 64)
         let n = buf.withUnsafeMutableBufferPointer { mb_mhd_client_ip(conn, $0.baseAddress, 64) }
-        guard n > 0 else { return }
+        guard n > 0 else { return true }
         let address = String(cString: buf)
-        ctx.countedAddress = address
-        plainByAddress.withLock { $0[address, default: 0] += 1 }
+        let cap = config.effectivePerIPLimit
+        let admitted = plainByAddress.withLock { m -> Bool in
+            let open = m[address] ?? 0
+            if cap > 0 && open >= cap { return false }
+            m[address] = open + 1
+            return true
+        }
+        if admitted { ctx.countedAddress = address }
+        return admitted
     }
 
     /// A connection closed or switched protocols: no longer a plain one of its address.
