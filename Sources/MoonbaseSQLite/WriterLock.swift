@@ -32,6 +32,19 @@ final class WriterLock: @unchecked Sendable {
         return pthread_mutex_timedlock(mutex, &ts) == 0
     }
 
+    /// Tries for up to `micros`, yielding the CPU between tries (`sched_yield`: another runnable
+    /// thread gets the core), without sleeping on the mutex. For a wait expected to be shorter
+    /// than a sleep and wake-up: see `Database.lockInline`.
+    func lockSpinning(micros: UInt64) -> Bool {
+        if pthread_mutex_trylock(mutex) == 0 { return true }
+        let end = monotonicNanos() + micros * 1000
+        repeat {
+            sched_yield()
+            if pthread_mutex_trylock(mutex) == 0 { return true }
+        } while monotonicNanos() < end
+        return false
+    }
+
     /// Locks only if the mutex is free at once.
     func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
 
