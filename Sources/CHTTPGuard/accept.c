@@ -138,9 +138,11 @@ static void *accept_main(void *arg) {
             int fd = accept4(a->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {
                 if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
-                /* Out of descriptors: the queued connections wait; retry in 10 ms rather than spin. */
-                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) backoff = 10;
-                break;   /* EAGAIN: nothing left; anything else: poll again */
+                /* EAGAIN: nothing left. Anything else (out of descriptors or memory above all):
+                 * the queued connections wait, and we retry in 10 ms rather than spin on a
+                 * socket that stays readable. */
+                if (errno != EAGAIN && errno != EWOULDBLOCK) backoff = 10;
+                break;
             }
             atomic_fetch_add_explicit(&a->accepted, 1, memory_order_relaxed);
             /* Closes fd itself when the daemon refuses it (limits, accept policy). */

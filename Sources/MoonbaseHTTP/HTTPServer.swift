@@ -28,7 +28,8 @@ import Glibc
 ///   or while reading a chunked body; the connection is dropped 1 MiB past the limit);
 /// - bad percent-encoding in path or query → 400, code 107;
 /// - worker queue full or server stopping → 503, code 1;
-/// - connection count, per-address cap and idle timeout: libmicrohttpd closes the socket;
+/// - connection count, per-address cap and idle timeout: the socket is closed (by libmicrohttpd,
+///   or, for plain connections over their caps beside an upgrade handler, shut down as it opens);
 /// - a request head not complete within `headerTimeoutSeconds`: the socket is shut down
 ///   (`HeaderDeadlines`);
 /// - what libmicrohttpd refuses itself (a malformed request line, an unsupported version, a
