@@ -28,8 +28,7 @@ struct HTTPServerConcurrencyTests {
         // client's connection pool): libmicrohttpd's threads accepting on a shared socket often
         // took the whole burst on one thread; handed out by descriptor they split evenly.
         try withServer(HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 2)) { server, _ in
-            var clients: [RawHTTPClient] = []
-            for _ in 0..<16 { clients.append(try RawHTTPClient(port: server.port)) }
+            let clients = try RawHTTPClient.connectAll(16, port: server.port)
             var byThread: [String: Int] = [:]
             var answered = 0
             for c in clients {

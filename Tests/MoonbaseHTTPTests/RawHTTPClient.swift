@@ -33,8 +33,28 @@ final class RawHTTPClient {
     let fd: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int, timeoutSeconds: Int = 10) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    convenience init(port: Int, timeoutSeconds: Int = 10) throws {
+        try self.init(socket: socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0), port: port, timeoutSeconds: timeoutSeconds)
+    }
+
+    /// `n` clients whose sockets are all created before the first connects: the server's
+    /// descriptors for them are then not interleaved with these (the server runs in this process).
+    static func connectAll(_ n: Int, port: Int) throws -> [RawHTTPClient] {
+        let fds = (0..<n).map { _ in socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0) }
+        var clients: [RawHTTPClient] = []
+        for (i, fd) in fds.enumerated() {
+            do {
+                clients.append(try RawHTTPClient(socket: fd, port: port, timeoutSeconds: 10))
+            } catch {
+                for rest in fds[(i + 1)...] { close(rest) }
+                throw error
+            }
+        }
+        return clients
+    }
+
+    private init(socket: Int32, port: Int, timeoutSeconds: Int) throws {
+        fd = socket
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
