@@ -9,9 +9,9 @@
  * connection on the pool thread chosen by its descriptor number (the next one with room), and
  * descriptors are handed out in order, so connections spread evenly whatever their timing.
  *
- * libmicrohttpd still applies its own rules to each added connection: the connection limit, the
- * per-address limit and the accept policy callback; a connection refused by them is closed at
- * once, as when libmicrohttpd accepted it itself. The daemon must use MHD_USE_ITC so that an
+ * libmicrohttpd still applies its own rules to each added connection (the connection limit, the
+ * per-address limit); a connection refused by them is closed at once, as when libmicrohttpd
+ * accepted it itself. The daemon must use MHD_USE_ITC so that an
  * I/O thread sleeping in epoll sees the new connection (HTTPServer starts it so).
  *
  * Written by hand (a bind, a listen and an accept loop): the socket calls are the whole job and
@@ -24,7 +24,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -38,7 +37,6 @@ struct mb_acceptor {
     struct MHD_Daemon *daemon;
     pthread_t thread;
     int running;            /* the thread was started and not yet joined */
-    atomic_ulong accepted;
 };
 
 mb_acceptor *mb_acceptor_open(const char *host, uint16_t port, int backlog) {
@@ -46,28 +44,21 @@ mb_acceptor *mb_acceptor_open(const char *host, uint16_t port, int backlog) {
     socklen_t len;
     memset(&ss, 0, sizeof ss);
     int family = AF_INET;
-    if (host == NULL || host[0] == '\0') {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    if (host == NULL || host[0] == '\0' || inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        /* No host: every IPv4 address (INADDR_ANY is all zero bits, as memset left it). */
         a4->sin_family = AF_INET;
-        a4->sin_addr.s_addr = htonl(INADDR_ANY);
         a4->sin_port = htons(port);
         len = sizeof *a4;
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(port);
+        len = sizeof *a6;
+        family = AF_INET6;
     } else {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-        if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-            a4->sin_family = AF_INET;
-            a4->sin_port = htons(port);
-            len = sizeof *a4;
-        } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-            a6->sin6_family = AF_INET6;
-            a6->sin6_port = htons(port);
-            len = sizeof *a6;
-            family = AF_INET6;
-        } else {
-            errno = EINVAL;
-            return NULL;
-        }
+        errno = EINVAL;
+        return NULL;
     }
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return NULL;
@@ -106,15 +97,10 @@ mb_acceptor *mb_acceptor_open(const char *host, uint16_t port, int backlog) {
     a->fd = fd;
     a->stop_fd = stop_fd;
     a->port = p;
-    atomic_init(&a->accepted, 0);
     return a;
 }
 
 uint16_t mb_acceptor_port(const mb_acceptor *a) { return a->port; }
-
-unsigned long mb_acceptor_accepted(const mb_acceptor *a) {
-    return atomic_load_explicit(&a->accepted, memory_order_relaxed);
-}
 
 static void *accept_main(void *arg) {
     mb_acceptor *a = arg;
@@ -144,8 +130,7 @@ static void *accept_main(void *arg) {
                 if (errno != EAGAIN && errno != EWOULDBLOCK) backoff = 10;
                 break;
             }
-            atomic_fetch_add_explicit(&a->accepted, 1, memory_order_relaxed);
-            /* Closes fd itself when the daemon refuses it (limits, accept policy). */
+            /* Closes fd itself when the daemon refuses it (its limits). */
             (void)MHD_add_connection(a->daemon, fd, (struct sockaddr *)&ss, len);
         }
     }

@@ -41,8 +41,6 @@ typedef struct mb_mhd_options {
     void *uri_log_cls;
     MHD_NotifyConnectionCallback connection_cb;
     void *connection_cls;
-    MHD_AcceptPolicyCallback accept_cb;  /* NULL: accept every connection */
-    void *accept_cls;
 } mb_mhd_options;
 
 /** Starts the daemon; NULL when MHD fails (threads, memory). */
@@ -59,7 +57,7 @@ static inline struct MHD_Daemon *mb_mhd_start(const mb_mhd_options *o) {
     ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_CONNECTION_MEMORY_INCREMENT, (intptr_t)o->memory_increment, NULL };
     if (o->thread_pool > 1) ops[n++] = (struct MHD_OptionItem){ MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)o->thread_pool, NULL };
     ops[n] = (struct MHD_OptionItem){ MHD_OPTION_END, 0, NULL };
-    return MHD_start_daemon(o->flags | MHD_USE_NO_LISTEN_SOCKET, 0, o->accept_cb, o->accept_cls,
+    return MHD_start_daemon(o->flags | MHD_USE_NO_LISTEN_SOCKET, 0, NULL, NULL,
                             o->access_cb, o->access_cls,
                             MHD_OPTION_ARRAY, ops, MHD_OPTION_END);
 }

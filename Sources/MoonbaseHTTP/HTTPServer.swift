@@ -91,9 +91,9 @@ public final class HTTPServer: Sendable {
             var o = mb_mhd_options()
             o.flags = UInt32(flags)
             o.thread_pool = UInt32(max(1, cfg.ioThreads))
-            // The accept policy enforces the HTTP cap on plain connections (per address too);
-            // upgraded sockets leave libmicrohttpd right after their 101, and the room on top
-            // covers connections between the upgrade decision and that hand-off.
+            // With an upgrade handler the caps on plain connections are kept when they open
+            // (`plainOpened`); upgraded sockets leave libmicrohttpd right after their 101, and
+            // the room on top covers connections between the upgrade decision and that hand-off.
             o.connection_limit = UInt32(max(1, cfg.maxConnections)
                 + (core.upgrader != nil ? max(0, cfg.maxUpgradedConnections) : 0))
             o.per_ip_limit = core.upgrader != nil ? 0 : UInt32(cfg.effectivePerIPLimit)
@@ -108,10 +108,6 @@ public final class HTTPServer: Sendable {
             o.uri_log_cls = cls
             o.connection_cb = mhdConnectionNotify
             o.connection_cls = cls
-            if core.upgrader != nil {
-                o.accept_cb = mhdAcceptPolicy
-                o.accept_cls = cls
-            }
             return mb_mhd_start(&o)
         }()
         guard let daemon else {

@@ -32,11 +32,10 @@ final class WriterLock: @unchecked Sendable {
         return pthread_mutex_timedlock(mutex, &ts) == 0
     }
 
-    /// Tries for up to `micros`, yielding the CPU between tries (`sched_yield`: another runnable
-    /// thread gets the core), without sleeping on the mutex. For a wait expected to be shorter
-    /// than a sleep and wake-up: see `Database.lockInline`.
+    /// Tries for up to `micros`, yielding the CPU before each try (`sched_yield`: another
+    /// runnable thread gets the core), without sleeping on the mutex. For a wait expected to be
+    /// shorter than a sleep and wake-up, after a `tryLock` that failed: see `Database.lockInline`.
     func lockSpinning(micros: UInt64) -> Bool {
-        if pthread_mutex_trylock(mutex) == 0 { return true }
         let end = monotonicNanos() + micros * 1000
         repeat {
             sched_yield()

@@ -26,7 +26,4 @@ void mb_acceptor_stop(mb_acceptor *a);
 /* Stops (if needed), closes the listening socket and frees `a`. */
 void mb_acceptor_close(mb_acceptor *a);
 
-/* Connections handed to the daemon so far (tests, diagnostics). */
-unsigned long mb_acceptor_accepted(const mb_acceptor *a);
-
 #endif

@@ -127,25 +127,14 @@ extension ServerCore {
         upgrader.upgraded(socket, request: state.request)
     }
 
-    /// libmicrohttpd's accept policy: plain HTTP connections stay under `maxConnections`;
-    /// upgraded ones have their own cap (kept by the upgrade handler) on top.
-    ///
-    /// libmicrohttpd's own per-address cap would count upgraded sockets too (a client holding
-    /// its WebSockets could not make a plain request), so with an upgrade handler the per-address
-    /// cap on plain connections is kept here, from the addresses counted when connections open.
-    func acceptsConnection(from address: String) -> Bool {
-        let plain = openConnections.load(ordering: .relaxed) - upgradedOpen.load(ordering: .relaxed)
-        guard plain < config.maxConnections else { return false }
-        let cap = config.effectivePerIPLimit
-        guard cap > 0, !address.isEmpty else { return true }
-        return plainByAddress.withLock { ($0[address] ?? 0) < cap }
-    }
-
     /// A plain connection opened: counted under its client address. False when it is over the
-    /// caps: the caller shuts it down. The accept policy decides before libmicrohttpd takes a
-    /// connection, but our accepting thread hands connections over faster than their I/O threads
-    /// open them (and count them here), so a burst from one address passes the policy together;
-    /// this check, made under the lock that counts, is the one that holds.
+    /// caps, and the caller shuts it down: plain HTTP connections stay under `maxConnections`
+    /// (upgraded ones have their own cap, kept by the upgrade handler, on top) and under the
+    /// per-address cap. libmicrohttpd's own per-address cap would count upgraded sockets too (a
+    /// client holding its WebSockets could not make a plain request), so with an upgrade handler
+    /// the caps are kept here, when the I/O thread opens the connection, under the lock that
+    /// counts: an accept policy would run on the accepting thread before the connections just
+    /// handed over are counted, and let a burst from one address through together.
     func plainOpened(_ ctx: ConnectionContext, _ conn: OpaquePointer) -> Bool {
         let plain = openConnections.load(ordering: .relaxed) - upgradedOpen.load(ordering: .relaxed)
         if plain > config.maxConnections { return false }
@@ -193,11 +182,3 @@ let mhdUpgraded: MHD_UpgradeHandler = { cls, _, conCls, extraIn, extraSize, sock
     core.didUpgrade(state, fd: sock, extra: extra, urh: urh)
 }
 
-/// libmicrohttpd's accept policy callback (`cls` is the `ServerCore`).
-let mhdAcceptPolicy: MHD_AcceptPolicyCallback = { cls, addr, _ in
-    guard let cls else { return .YES }
-    var buf = [CChar](repeating: 0, count: 64)
-    let n = buf.withUnsafeMutableBufferPointer { mb_sockaddr_ip(addr, $0.baseAddress, 64) }
-    let address = n > 0 ? String(cString: buf) : ""
-    return Unmanaged<ServerCore>.fromOpaque(cls).takeUnretainedValue().acceptsConnection(from: address) ? .YES : .NO
-}
