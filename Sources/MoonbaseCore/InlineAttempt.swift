@@ -23,6 +23,9 @@ public enum InlineAttempt {
         var cpuStart: UInt64
         var budget: UInt64
         var expired: Bool
+        /// A write behind a short one may wait for it (about a millisecond at most) rather than
+        /// give up the attempt (see `mayWaitForWriter`).
+        var writerWait: Bool
     }
 
     private static let key: pthread_key_t = {
@@ -47,11 +50,19 @@ public enum InlineAttempt {
         return p.assumingMemoryBound(to: State.self).pointee.expired
     }
 
+    /// False when the attempt running on this thread has somewhere better to go than a wait
+    /// for the writer, however short (a REST write joins a batch, see `running`).
+    public static var mayWaitForWriter: Bool {
+        guard let p = pthread_getspecific(key) else { return true }
+        return p.assumingMemoryBound(to: State.self).pointee.writerWait
+    }
+
     /// Runs `body` as a request's start on an I/O thread (`active` is true inside). With
     /// `readBudgetNanos` > 0 the request only reads, and its reads are interrupted once the
-    /// thread has spent that much CPU time on it (see `expired`).
-    public static func running<T>(readBudgetNanos: UInt64 = 0, _ body: () -> T) -> T {
-        var state = State(deadline: 0, cpuStart: 0, budget: readBudgetNanos, expired: false)
+    /// thread has spent that much CPU time on it (see `expired`). With `writerWait` false a
+    /// write gives up the attempt whenever the writer is held (see `mayWaitForWriter`).
+    public static func running<T>(readBudgetNanos: UInt64 = 0, writerWait: Bool = true, _ body: () -> T) -> T {
+        var state = State(deadline: 0, cpuStart: 0, budget: readBudgetNanos, expired: false, writerWait: writerWait)
         if readBudgetNanos != 0 {
             state.deadline = monotonicNanos() &+ readBudgetNanos
             state.cpuStart = threadCPUNanos()

@@ -41,6 +41,14 @@ public protocol HTTPHandler: Sendable {
     /// only slices the cores? Asked on the I/O thread before the request is queued; cheap.
     /// Defaults to false.
     func cpuBound(_ request: HTTPRequest) -> Bool
+    /// After `dispatch` said "worker": does this request join a batch (a short write that may
+    /// share one transaction with others, see `handleBatch`)? Cheap and non-blocking. While no
+    /// batch runs, such a request is still attempted first when `wantsAttempt` says so.
+    /// Defaults to false.
+    func batches(_ request: HTTPRequest) -> Bool
+    /// Answers the requests of one batch, in order, on a worker: one answer per request, each
+    /// given only once everything it wrote is committed. Defaults to `handle` for each.
+    func handleBatch(_ requests: [HTTPRequest]) -> [HTTPResponse]
 }
 
 extension HTTPHandler {
@@ -52,6 +60,8 @@ extension HTTPHandler {
     public func attemptsOnlyBesideLongCalls(_ request: HTTPRequest) -> Bool { false }
     public func attempt(_ request: HTTPRequest, seat: Int?) -> HTTPResponse? { nil }
     public func cpuBound(_ request: HTTPRequest) -> Bool { false }
+    public func batches(_ request: HTTPRequest) -> Bool { false }
+    public func handleBatch(_ requests: [HTTPRequest]) -> [HTTPResponse] { requests.map { handle($0) } }
 }
 
 /// Server settings (defaults: headers 16 KiB, 1,024 connections, 30 s idle).

@@ -228,6 +228,11 @@ public final class HTTPServer: Sendable {
     /// while all of them were taken.
     public var cpuSlots: (slots: Int, waited: Int) { (core.pool.cpuSlots, core.pool.waitedForSlot.load(ordering: .relaxed)) }
 
+    /// Write batches run (`HTTPHandler.batches`) and the requests they held.
+    public var writeBatches: (batches: Int, requests: Int) { core.lane.counts }
+    /// Requests waiting for the next write batch (diagnostics, tests).
+    public var writeBatchWaiting: Int { core.lane.state.withLock { $0.waiting.count } }
+
     /// Requests read and not yet completed (diagnostics, tests).
     public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }
 

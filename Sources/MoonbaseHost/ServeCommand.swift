@@ -157,6 +157,12 @@ enum ServeCommand {
         m.counter("moonbase_read_slot_waits_total", help: "REST reads queued while every read slot was taken.") {
             [MetricSample(value: Double(server.cpuSlots.waited))]
         }
+        m.counter("moonbase_write_batches_total", help: "Batches of REST writes committed together (group commit).") {
+            [MetricSample(value: Double(server.writeBatches.batches))]
+        }
+        m.counter("moonbase_write_batched_requests_total", help: "REST writes that went through a batch (divide by the batches for their mean size).") {
+            [MetricSample(value: Double(server.writeBatches.requests))]
+        }
         m.counter("moonbase_http_header_deadline_cuts_total", help: "Connections closed for not completing a request head in time.") {
             [MetricSample(value: Double(server.headerDeadlineCuts))]
         }

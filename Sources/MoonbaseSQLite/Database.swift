@@ -166,18 +166,13 @@ public final class Database: Sendable {
     /// Takes the writer for a write started on an I/O thread, only when that costs no real wait:
     /// the writer is free, or held by a short write (see `write(short:)`) and free within a
     /// millisecond, and the commit will not sync anything. Otherwise the write continues on a
-    /// worker.
+    /// worker. A REST write waits for nothing (`InlineAttempt.mayWaitForWriter`): held
+    /// writer means other writes are under way, and it joins their next batch instead.
     private func lockInline() throws(ParseError) {
         // The next commit starts the WAL over, which syncs its header to disk: a worker's job.
         guard !wal.restartDue.load(ordering: .acquiring) else { throw InlineAttempt.continuesOnWorker }
-        // Behind a short write, try for 300 µs (about two creates' hold) before sleeping on the
-        // mutex: with connections spread over the I/O threads, creates on two threads meet at
-        // the writer all the time, and a futex sleep and wake-up per meeting cost W2 10% of its
-        // creates per second against one thread doing them all (alternated runs, 2 cores:
-        // 3.0-3.6k req/s sleeping, 3.7-4.4k trying first; the tries' CPU shows in CPU per
-        // request, 315-386 -> 341-413 µs, time the core had nothing else to run).
-        guard lock.tryLock() || (wal.shortHold.load(ordering: .acquiring)
-                                 && (lock.lockSpinning(micros: 300) || lock.lock(timeoutMillis: 1))) else {
+        guard lock.tryLock() || (InlineAttempt.mayWaitForWriter && wal.shortHold.load(ordering: .acquiring)
+                                 && lock.lock(timeoutMillis: 1)) else {
             throw InlineAttempt.continuesOnWorker
         }
     }

@@ -32,18 +32,6 @@ final class WriterLock: @unchecked Sendable {
         return pthread_mutex_timedlock(mutex, &ts) == 0
     }
 
-    /// Tries for up to `micros`, yielding the CPU before each try (`sched_yield`: another
-    /// runnable thread gets the core), without sleeping on the mutex. For a wait expected to be
-    /// shorter than a sleep and wake-up, after a `tryLock` that failed: see `Database.lockInline`.
-    func lockSpinning(micros: UInt64) -> Bool {
-        let end = monotonicNanos() + micros * 1000
-        repeat {
-            sched_yield()
-            if pthread_mutex_trylock(mutex) == 0 { return true }
-        } while monotonicNanos() < end
-        return false
-    }
-
     /// Locks only if the mutex is free at once.
     func tryLock() -> Bool { pthread_mutex_trylock(mutex) == 0 }
 

@@ -287,3 +287,66 @@ struct HTTPStuckWorkerTests {
         }
     }
 }
+
+/// The batch lane (`HTTPHandler.batches`): requests that arrive while a batch runs are answered
+/// together by the next one, each with its own answer.
+@Suite struct BatchLaneTests {
+    @Test func requestsArrivingDuringABatchShareTheNextOne() throws {
+        try withServer { server, handler in
+            let first = try RawHTTPClient(port: server.port)
+            first.send(RawHTTPClient.format("POST", "/batch?gate", body: Array("first".utf8)))
+            #expect(handler.gate.waitForArrivals(1))
+            let others = try RawHTTPClient.connectAll(8, port: server.port)
+            for (i, c) in others.enumerated() { c.send(RawHTTPClient.format("POST", "/batch", body: Array("body \(i)".utf8))) }
+            var waiting = 0
+            for _ in 0..<5_000 where waiting < 8 {
+                waiting = server.writeBatchWaiting
+                usleep(1_000)
+            }
+            #expect(waiting == 8)
+            handler.gate.release()
+            let r0 = try first.readResponse()
+            #expect(r0.status == 200 && r0.body == Array("first".utf8) && r0.header("X-Batch-Size") == "1")
+            for (i, c) in others.enumerated() {
+                let r = try c.readResponse()
+                #expect(r.status == 200)
+                #expect(r.body == Array("body \(i)".utf8), "each request gets its own answer")
+                #expect(r.header("X-Batch-Size") == "8")
+            }
+            let counts = server.writeBatches
+            #expect(counts.batches == 2 && counts.requests == 9)
+            // Alone, a request is a batch of one, at once.
+            let alone = try first.request("POST", "/batch", body: Array("alone".utf8))
+            #expect(alone.body == Array("alone".utf8) && alone.header("X-Batch-Size") == "1")
+        }
+    }
+
+    /// At shutdown, requests waiting for a batch are in flight: the grace lets them run; past
+    /// it (here none), those never started are answered 503 like any queued request.
+    @Test(arguments: [10_000, 0])
+    func requestsWaitingForABatchAtShutdown(graceMillis: Int) throws {
+        let handler = TestHandler()
+        let server = try HTTPServer(config: HTTPServerConfig(host: "127.0.0.1", port: 0, ioThreads: 2, workers: 2),
+                                    handler: handler)
+        try server.start()
+        let first = try RawHTTPClient(port: server.port)
+        first.send(RawHTTPClient.format("POST", "/batch?gate", body: Array("first".utf8)))
+        #expect(handler.gate.waitForArrivals(1))
+        let others = try RawHTTPClient.connectAll(3, port: server.port)
+        for c in others { c.send(RawHTTPClient.format("POST", "/batch", body: Array("x".utf8))) }
+        var waiting = 0
+        for _ in 0..<5_000 where waiting < 3 {
+            waiting = server.writeBatchWaiting
+            usleep(1_000)
+        }
+        #expect(waiting == 3)
+        let stopper = Background { server.shutdown(graceMillis: graceMillis) }
+        usleep(100_000)
+        handler.gate.release()
+        // The running batch finishes either way.
+        #expect(try first.readResponse().status == 200)
+        let expected = graceMillis > 0 ? 200 : 503
+        for c in others { #expect(try c.readResponse().status == expected) }
+        stopper.join()
+    }
+}

@@ -31,6 +31,7 @@ final class Gate: Sendable {
 /// - any path with `?cpu`: CPU-bound (`cpuBound`).
 /// - `/file?path=P`: streams the file.
 /// - `/upload...`: 4 KiB body limit (others 1 KiB).
+/// - `/batch`: through the batch lane (`?gate`: its batch blocks on the gate).
 struct TestHandler: HTTPHandler {
     let gate = Gate()
 
@@ -42,6 +43,18 @@ struct TestHandler: HTTPHandler {
 
     /// `?cpu` marks a request CPU-bound (it waits for a CPU slot).
     func cpuBound(_ request: HTTPRequest) -> Bool { request.queryValue("cpu") != nil }
+
+    /// `/batch` requests go through the batch lane; a batch holding one with `?gate` blocks on
+    /// the gate first. Each answer echoes its body with the size of its batch (`X-Batch-Size`).
+    func batches(_ request: HTTPRequest) -> Bool { request.path == "/batch" }
+
+    func handleBatch(_ requests: [HTTPRequest]) -> [HTTPResponse] {
+        if requests.contains(where: { $0.queryValue("gate") != nil }) { gate.pass() }
+        return requests.map {
+            HTTPResponse(status: 200, headers: [("X-Batch-Size", "\(requests.count)"), ("Content-Type", "text/plain")],
+                         body: $0.body)
+        }
+    }
 
     func handle(_ r: HTTPRequest) -> HTTPResponse {
         var h: [(String, String)] = [

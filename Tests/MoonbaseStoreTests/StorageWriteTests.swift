@@ -3,6 +3,7 @@ import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseSQLite
 @testable import MoonbaseStore
+import Synchronization
 import Testing
 
 @Suite(.timeLimit(.minutes(1)))
@@ -244,5 +245,73 @@ struct StorageWriteTests {
         #expect(try f.store.deleteWhere("Job", where: big, identity: .master) == 5)
         #expect(try f.store.deleteWhere("Nope", where: .all, identity: .master) == 0)
         #expect(try f.store.deleteWhere("Job", where: .all, identity: .anonymous) == 5)
+    }
+}
+
+/// `SQLiteDocumentStore.groupCommit`: parts share one transaction; a part that fails is undone
+/// alone, with the commit actions it registered; nothing is visible elsewhere before the commit.
+@Suite(.timeLimit(.minutes(1)))
+struct GroupCommitTests {
+    let f: StorageFixture
+    init() throws { f = try StorageFixture() }
+
+    @Test func aFailedPartIsUndoneAloneAndTheRestCommitsOnce() throws {
+        let seen = GroupCommitSeen()
+        let store = f.store
+        try store.groupCommit(3) { i in seen.part(store, i) }
+        let ids = seen.ids
+        #expect(ids.count == 3)
+        #expect(seen.seenElsewhere == false)
+        #expect(seen.ran.withLock { $0 } == ["part 0", "part 2"])
+        let kept0 = try store.get("Part", objectId: ids[0], identity: .master) != nil
+        let kept1 = try store.get("Part", objectId: ids[1], identity: .master) != nil
+        let kept2 = try store.get("Part", objectId: ids[2], identity: .master) != nil
+        #expect(kept0 && !kept1 && kept2)
+    }
+}
+
+/// What the parts of `aFailedPartIsUndoneAloneAndTheRestCommitsOnce` did.
+final class GroupCommitSeen: @unchecked Sendable {
+    var ids: [String] = []
+    var seenElsewhere: Bool?
+    let ran = Mutex<[String]>([])
+
+    /// Part `i` inserts one object and registers a commit action; part 1 then fails, after
+    /// checking that part 0's object is not visible to another thread before the commit.
+    func part(_ store: SQLiteDocumentStore, _ i: Int) -> Bool {
+        let o: StoredObject
+        do {
+            o = try store.insert("Part", fields: ["i": .int(Int64(i))], acl: nil, identity: .master)
+        } catch {
+            return false
+        }
+        ids.append(o.objectId)
+        store.afterCommit { self.ran.withLock { $0.append("part \(i)") } }
+        guard i == 1 else { return true }
+        let first = ids[0]
+        seenElsewhere = OtherThread.run {
+            do { return try store.get("Part", objectId: first, identity: .master) != nil } catch { return true }
+        }
+        return false
+    }
+}
+
+/// Runs `work` on a thread of its own (its own read connection) and waits for its answer.
+final class OtherThread: @unchecked Sendable {
+    // @unchecked: `answer` is written by the thread before `pthread_join` returns, read after.
+    private var answer = false
+    private let work: () -> Bool
+    private init(_ work: @escaping () -> Bool) { self.work = work }
+
+    static func run(_ work: @escaping () -> Bool) -> Bool {
+        let me = OtherThread(work)
+        var thread = pthread_t()
+        pthread_create(&thread, nil, { raw in
+            let t = Unmanaged<OtherThread>.fromOpaque(raw!).takeRetainedValue()
+            t.answer = t.work()
+            return nil
+        }, Unmanaged.passRetained(me).toOpaque())
+        pthread_join(thread, nil)
+        return me.answer
     }
 }

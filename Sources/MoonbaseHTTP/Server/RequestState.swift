@@ -93,11 +93,15 @@ final class RequestState: WorkItem, @unchecked Sendable {
     /// Runs the handler on a worker, then resumes the connection (unless the job was
     /// abandoned meanwhile: then the connection may be gone and the result is dropped).
     func run(workerIndex: Int) {
-        let r = core.handler.handle(request)
-        if claim() {
-            response = r
-            MHD_resume_connection(connection)
-        }
+        deliver(core.handler.handle(request))
+    }
+
+    /// Answers with `r` and resumes the connection, unless `cancel` or `abandon` answered first
+    /// (then the connection may be gone and `r` is dropped).
+    func deliver(_ r: HTTPResponse) {
+        guard claim() else { return }
+        response = r
+        MHD_resume_connection(connection)
     }
 
     /// The pool stopped before a worker took this job: answer 503 and resume.

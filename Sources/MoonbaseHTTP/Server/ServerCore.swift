@@ -16,6 +16,8 @@ final class ServerCore: Sendable {
     let config: HTTPServerConfig
     let handler: any HTTPHandler
     let pool: WorkerPool
+    /// Writes run together in one transaction (`HTTPHandler.batches`).
+    let lane: BatchLane
     /// Requests presented to the handler and not yet completed by libmicrohttpd.
     let inFlight = Atomic<Int>(0)
     /// Connections suspended for a worker and not yet seen again after their resume.
@@ -48,6 +50,7 @@ final class ServerCore: Sendable {
                               spinMicros: config.workerSpinMicros, jobLimitMillis: config.jobLimitMillis,
                               graceMillis: config.stuckGraceMillis, maxWorkers: config.maxWorkers,
                               cpuSlots: config.cpuBoundSlots, cpuHoldMicros: config.cpuBoundHoldMicros)
+        lane = BatchLane(pool: pool, handler: handler)
     }
 
     // MARK: First access-handler call: headers are in.
@@ -141,6 +144,22 @@ final class ServerCore: Sendable {
             // A call that finishes in microseconds costs less here than the two thread hops to
             // a worker and back: attempt it on this thread as an idle worker (its VM); if it
             // cannot finish within its short budget it continues on that worker.
+            if handler.batches(state.request) {
+                // A write that joins the others in one transaction. While no batch runs it is
+                // tried here first (as any attempt): alone, it is answered without two hops.
+                if lane.idle, handler.wantsAttempt(state.request), let r = handler.attempt(state.request, seat: nil) {
+                    return answer(state, r, close: false)
+                }
+                state.phase = .suspended
+                state.countedSuspended = true
+                suspendedCount.add(1, ordering: .relaxed)
+                MHD_suspend_connection(state.connection)
+                if !lane.add(state) {
+                    state.response = .parseError(status: 503, code: .internalError, message: "server busy")
+                    MHD_resume_connection(state.connection)
+                }
+                return .YES
+            }
             var reserved: (index: Int, seat: Int)?
             if handler.wantsAttempt(state.request) {
                 if !handler.attemptNeedsSeat(state.request) {

@@ -17,10 +17,15 @@ protocol WorkItem: AnyObject {
     /// running more of these at once than there are cores only slices the cores between them
     /// (see `WorkerPool.cpuSlots`).
     var cpuBound: Bool { get }
+    /// May the monitor lower its thread's priority once it counts as a long job spinning (see
+    /// `WorkerPool.demoteLongJobs`)? False for work known to be useful however long it runs
+    /// (a batch of writes, `BatchJob`).
+    var demotable: Bool { get }
 }
 
 extension WorkItem {
     var cpuBound: Bool { false }
+    var demotable: Bool { true }
 }
 
 /// What the pool reports to `/parse/health` and `/metrics`.
@@ -685,7 +690,7 @@ final class WorkerPool: @unchecked Sendable {
     ///   with 10 reads per call went from 80 to 130–600 µs of CPU per request within a minute.
     ///   Looked at again `longJobNanos` later.
     private func demoteLongJobs(now: UInt64) {
-        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && running[i] != nil {
+        for i in 0..<threads.count where threads[i] != nil && !abandoned[i] && running[i]?.demotable == true {
             let t = slots[i].startedAt.load(ordering: .relaxed)
             guard t != 0, now > t &+ WorkerPool.longJobNanos, tids[i] != 0 else { continue }
             if watch[i].job == t && (watch[i].kind == .spinning || now < watch[i].nextLook) { continue }

@@ -45,6 +45,22 @@ public final class SQLiteDocumentStore: DocumentStore {
         try database.write { (_) throws(ParseError) -> T in try body() }
     }
 
+    /// Group commit: runs `body(0)` … `body(count - 1)` in order in one write transaction, each
+    /// in a savepoint of its own that is rolled back when it returns false (that part failed and
+    /// must leave nothing), and commits once.
+    /// - Throws: the commit's failure (then nothing of any part is kept).
+    public func groupCommit(_ count: Int, _ body: (Int) -> Bool) throws(ParseError) {
+        try database.write { (tx) throws(ParseError) in
+            for i in 0..<count {
+                try? tx.savepoint { (_) throws(ParseError) in
+                    if !body(i) { throw SQLiteDocumentStore.undoPart }
+                }
+            }
+        }
+    }
+
+    private static let undoPart = ParseError.internalError("part undone")
+
     public func afterCommit(_ action: @escaping () -> Void) {
         if let tx = database.currentTransaction { tx.onCommit(action) } else { action() }
     }
