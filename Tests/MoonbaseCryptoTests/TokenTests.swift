@@ -66,4 +66,19 @@ struct TokenTests {
         #expect(Random.hex(16).count == 32)
         #expect(Hex.encode([0, 255, 16]) == "00ff10")
     }
+
+    @Test func alphanumericIdsUseEveryCharacterEvenly() {
+        #expect(Random.alphanumeric(1).count == 1 && Random.alphanumeric(40).count == 40)
+        // 248,000 characters: 4,000 of each of the 62 expected (standard deviation about 63,
+        // the bounds are 5.5 of them). A biased draw (byte % 62 over all 256 values) would give
+        // the first 8 characters about 4,840 each.
+        var counts: [Character: Int] = [:]
+        for _ in 0..<24_800 {
+            for c in Random.alphanumeric(10) { counts[c, default: 0] += 1 }
+        }
+        #expect(counts.count == 62)
+        #expect(counts.keys.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) })
+        let low = counts.values.min() ?? 0, high = counts.values.max() ?? 0
+        #expect(low > 3_650 && high < 4_350, "per-character counts \(low)...\(high)")
+    }
 }
