@@ -14,21 +14,9 @@ import pytest
 import requests
 
 from conftest import APP_ID
+from writer_hold import HOLD_WRITER_LUA, WriterHold, run_together
 
 HEADERS = {"X-Parse-Application-Id": APP_ID, "Content-Type": "application/json"}
-
-LUA = r'''
--- Holds the writer for about 1.5 s: the writes sent meanwhile pile up for one batch.
-cloud.define("holdWriter", {timeoutMs = 5000}, function(req)
-  return db.transaction(function()
-    db.create("Held", {x = 1})
-    local t = time.now()
-    while time.now() - t < 1500 do end
-    return true
-  end)
-end)
-'''
-
 
 def metric(s, name):
     text = requests.get(s.url + "/metrics", timeout=10).text
@@ -38,7 +26,7 @@ def metric(s, name):
 
 @pytest.mark.sqlite_only("group commit batches the writes of the single SQLite writer")
 def test_writes_arriving_together_share_a_commit_and_fail_alone(server_factory):
-    s = server_factory(functions={"a.lua": LUA}, args=["--workers", "8"]).start()
+    s = server_factory(functions={"a.lua": HOLD_WRITER_LUA}, args=["--workers", "8"]).start()
     c = "Item"
     assert s.req("POST", f"/parse/classes/{c}", {"n": -1, "slug": "first"}).status_code == 201
     r = s.req("PUT", f"/parse/schemas/{c}", {"indexes": {"u": {"fields": {"slug": 1}, "unique": True}}}, master=True)
@@ -50,14 +38,7 @@ def test_writes_arriving_together_share_a_commit_and_fail_alone(server_factory):
     batched0 = metric(s, "moonbase_write_batched_requests_total")
     assert batches0 is not None and batched0 is not None
 
-    held = {}
-
-    def hold():
-        held["r"] = requests.post(s.url + "/parse/functions/holdWriter", data="{}", headers=HEADERS, timeout=30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    time.sleep(0.3)  # the transaction now holds the writer
+    hold = WriterHold(s).start()
 
     writes = [("POST", f"/parse/classes/{c}", {"n": k, "slug": f"good{k}"}, {}) for k in range(10)]
     writes += [("POST", f"/parse/classes/{c}", {"n": "not a number", "slug": "badtype"}, {}),
@@ -78,12 +59,8 @@ def test_writes_arriving_together_share_a_commit_and_fail_alone(server_factory):
             answers[i] = (r.status_code, r.json(), time.perf_counter() - t0)
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(len(writes))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    holder.join(timeout=60)
-    assert held["r"].status_code == 200, held["r"].text
+    run_together(threads)
+    hold.join()
     assert all(a is not None for a in answers), answers
     # Every write waited for the transaction (started 0.3 s into its 1.5 s).
     assert min(a[2] for a in answers) > 0.7, answers

@@ -1,7 +1,7 @@
 """Creates started on the HTTP I/O thread: an anonymous `POST /parse/classes/X` on a class
 without save triggers runs on the I/O thread that read it and takes the database writer there
-only if the writer is free (or held by another one-object write for microseconds); otherwise it
-continues on a worker. Checkpoints run on a thread of their own.
+only if no write batch is under way and the writer is free; otherwise it waits, its connection
+suspended, for the next batch (test_group_commit.py). Checkpoints run on a thread of their own.
 
 What must hold: a create waiting for a long write transaction never holds up the other
 connections of its I/O thread; checkpoints still happen under a load of such creates (the WAL
@@ -17,21 +17,11 @@ import pytest
 import requests
 
 from conftest import APP_ID
+from writer_hold import HOLD_WRITER_LUA, WriterHold, run_together
 
 HEADERS = {"X-Parse-Application-Id": APP_ID, "Content-Type": "application/json"}
 
-LUA = r'''
--- Holds the writer for about 1.5 s (under the 2 s writer hold limit): a transaction that spins
--- after its first write.
-cloud.define("holdWriter", {timeoutMs = 5000}, function(req)
-  return db.transaction(function()
-    db.create("Held", {x = 1})
-    local t = time.now()
-    while time.now() - t < 1500 do end
-    return true
-  end)
-end)
-
+LUA = HOLD_WRITER_LUA + r'''
 cloud.beforeSave("Stamped", function(req)
   req.object.stamp = "by trigger"
 end)
@@ -44,14 +34,7 @@ def test_a_create_waiting_for_the_writer_holds_up_no_other_connection(server_fac
     # report the pool saturated.
     s = server_factory(functions={"a.lua": LUA}, args=["--workers", "8"]).start()
     assert s.req("POST", "/parse/classes/Note", {"n": -1}).status_code == 201
-    held = {}
-
-    def hold():
-        held["r"] = requests.post(s.url + "/parse/functions/holdWriter", data="{}", headers=HEADERS, timeout=30)
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    time.sleep(0.3)  # the transaction now holds the writer
+    hold = WriterHold(s).start()
     creates, health = [], []
 
     def create(k):
@@ -70,12 +53,8 @@ def test_a_create_waiting_for_the_writer_holds_up_no_other_connection(server_fac
 
     threads = [threading.Thread(target=create, args=(k,)) for k in range(4)]
     threads += [threading.Thread(target=ping) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    holder.join(timeout=60)
-    assert held["r"].status_code == 200, held["r"].text
+    run_together(threads)
+    hold.join()
     assert len(creates) == 4 and all(code == 201 and "objectId" in body for code, _, body in creates), creates
     # The creates had to wait for the transaction (started 0.3 s into its 1.5 s).
     assert min(t for _, t, _ in creates) > 0.7, creates

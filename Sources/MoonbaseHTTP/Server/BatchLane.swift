@@ -116,8 +116,11 @@ final class BatchJob: WorkItem, Sendable {
     var demotable: Bool { false }
 
     func run(workerIndex: Int) {
-        let batch = lane.take()
-        taken.withLock { $0 = batch }
+        // Taken under `taken`'s lock, so that `abandon` sees every request this job took.
+        let batch = taken.withLock { t -> [RequestState] in
+            t = lane.take()
+            return t
+        }
         if !batch.isEmpty {
             let responses = lane.handler.handleBatch(batch.map(\.request))
             for (r, response) in zip(batch, responses) { r.deliver(response) }
