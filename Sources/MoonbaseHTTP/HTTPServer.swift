@@ -231,7 +231,7 @@ public final class HTTPServer: Sendable {
     /// Write batches run (`HTTPHandler.batches`) and the requests they held.
     public var writeBatches: (batches: Int, requests: Int) { core.lane.counts }
     /// Requests waiting for the next write batch (diagnostics, tests).
-    public var writeBatchWaiting: Int { core.lane.state.withLock { $0.waiting.count } }
+    public var writeBatchWaiting: Int { core.lane.waitingCount }
 
     /// Requests read and not yet completed (diagnostics, tests).
     public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }

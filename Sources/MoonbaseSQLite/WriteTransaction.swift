@@ -39,16 +39,10 @@ public final class WriteTransaction {
         }
     }
 
-    /// Runs `body` in a savepoint of this transaction: what it wrote is undone if it throws
-    /// (see `nested`), and the rest of the transaction goes on.
-    public func savepoint<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
-        try nested(body)
-    }
-
     /// A nested write: a savepoint that a failing `body` rolls back (only its own changes, its
     /// `userInfo` edits and commit hooks) before the error propagates to the caller, who may
     /// catch it and carry on, or let it roll back everything.
-    func nested<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
+    public func nested<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         savepointDepth += 1
         let name = "mb_sp\(savepointDepth)"
         defer { savepointDepth -= 1 }

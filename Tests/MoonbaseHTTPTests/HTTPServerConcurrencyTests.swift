@@ -291,6 +291,15 @@ struct HTTPStuckWorkerTests {
 /// The batch lane (`HTTPHandler.batches`): requests that arrive while a batch runs are answered
 /// together by the next one, each with its own answer.
 @Suite struct BatchLaneTests {
+    /// Waits until `n` requests wait for the next batch (up to 5 s).
+    static func waitUntilWaiting(_ n: Int, _ server: HTTPServer) -> Bool {
+        for _ in 0..<5_000 {
+            if server.writeBatchWaiting >= n { return server.writeBatchWaiting == n }
+            usleep(1_000)
+        }
+        return false
+    }
+
     @Test func requestsArrivingDuringABatchShareTheNextOne() throws {
         try withServer { server, handler in
             let first = try RawHTTPClient(port: server.port)
@@ -298,12 +307,7 @@ struct HTTPStuckWorkerTests {
             #expect(handler.gate.waitForArrivals(1))
             let others = try RawHTTPClient.connectAll(8, port: server.port)
             for (i, c) in others.enumerated() { c.send(RawHTTPClient.format("POST", "/batch", body: Array("body \(i)".utf8))) }
-            var waiting = 0
-            for _ in 0..<5_000 where waiting < 8 {
-                waiting = server.writeBatchWaiting
-                usleep(1_000)
-            }
-            #expect(waiting == 8)
+            #expect(BatchLaneTests.waitUntilWaiting(8, server))
             handler.gate.release()
             let r0 = try first.readResponse()
             #expect(r0.status == 200 && r0.body == Array("first".utf8) && r0.header("X-Batch-Size") == "1")
@@ -334,12 +338,7 @@ struct HTTPStuckWorkerTests {
         #expect(handler.gate.waitForArrivals(1))
         let others = try RawHTTPClient.connectAll(3, port: server.port)
         for c in others { c.send(RawHTTPClient.format("POST", "/batch", body: Array("x".utf8))) }
-        var waiting = 0
-        for _ in 0..<5_000 where waiting < 3 {
-            waiting = server.writeBatchWaiting
-            usleep(1_000)
-        }
-        #expect(waiting == 3)
+        #expect(BatchLaneTests.waitUntilWaiting(3, server))
         let stopper = Background { server.shutdown(graceMillis: graceMillis) }
         usleep(100_000)
         handler.gate.release()

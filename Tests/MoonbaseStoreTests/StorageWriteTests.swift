@@ -289,29 +289,9 @@ final class GroupCommitSeen: @unchecked Sendable {
         store.afterCommit { self.ran.withLock { $0.append("part \(i)") } }
         guard i == 1 else { return true }
         let first = ids[0]
-        seenElsewhere = OtherThread.run {
-            do { return try store.get("Part", objectId: first, identity: .master) != nil } catch { return true }
+        runConcurrently(1) { _ in
+            do { self.seenElsewhere = try store.get("Part", objectId: first, identity: .master) != nil } catch { self.seenElsewhere = true }
         }
         return false
-    }
-}
-
-/// Runs `work` on a thread of its own (its own read connection) and waits for its answer.
-final class OtherThread: @unchecked Sendable {
-    // @unchecked: `answer` is written by the thread before `pthread_join` returns, read after.
-    private var answer = false
-    private let work: () -> Bool
-    private init(_ work: @escaping () -> Bool) { self.work = work }
-
-    static func run(_ work: @escaping () -> Bool) -> Bool {
-        let me = OtherThread(work)
-        var thread = pthread_t()
-        pthread_create(&thread, nil, { raw in
-            let t = Unmanaged<OtherThread>.fromOpaque(raw!).takeRetainedValue()
-            t.answer = t.work()
-            return nil
-        }, Unmanaged.passRetained(me).toOpaque())
-        pthread_join(thread, nil)
-        return me.answer
     }
 }

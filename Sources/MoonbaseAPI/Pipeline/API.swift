@@ -68,7 +68,10 @@ public final class API: HTTPHandler {
         // Whether it is a read of local data is asked twice on this thread (`wantsAttempt`,
         // `cpuBound`): answered once here.
         let localRead = m.map { $0.value.attemptable && API.readEndpoints.contains($0.value.name) && readsInline($0) } ?? false
-        request.note = RoutedNote(m, localRead: localRead)
+        // Whether it joins a write batch is asked up to three times (`batches`, `wantsAttempt`,
+        // `attempt`): answered once here too.
+        let batched = m.map(writesInBatch) ?? false
+        request.note = RoutedNote(m, localRead: localRead, batched: batched)
         return m?.value.inline ?? true
     }
 
@@ -87,49 +90,41 @@ public final class API: HTTPHandler {
         if API.readEndpoints.contains(m.value.name) { return note.localRead }
         if request.header("x-parse-session-token") != nil || request.header("authorization") != nil { return false }
         if request.method != "GET", request.header("x-parse-request-id") != nil { return false }
-        if m.value.name == "classes.create" { return createsInline(m) }
-        return true
-    }
-
-    /// A create is attempted on the I/O thread when it can be: the SQLite writer (its database
-    /// calls do not leave the process), a class of the app (not `_User`, whose sign-up hashes a
-    /// password) without save triggers. The write itself takes the writer only if it is free
-    /// (see `Database.write`); otherwise the create continues on the worker.
-    func createsInline(_ m: RouteMatch<Endpoint>) -> Bool {
-        guard services.store is SQLiteDocumentStore else { return false }
-        var className = ""
-        for (k, v) in m.params where k == "className" { className = v }
-        guard let first = className.utf8.first, first != UInt8(ascii: "_") else { return false }
-        if let t = services.objects.triggers, t.hasTrigger(.beforeSave, className) || t.hasTrigger(.afterSave, className) {
-            return false
-        }
+        if m.value.name == "classes.create" { return note.batched }
         return true
     }
 
     /// REST writes of one object that share a transaction with those that arrive beside them
     /// (group commit, see `handleBatch`): creates, updates and deletes in a class of the app (not
-    /// `_User`, `_Session` or `_Installation`, whose writes hash passwords or touch sessions)
-    /// on the SQLite store, without save or delete triggers (Lua inside the shared transaction
-    /// would hold every other write of the batch).
+    /// `_User`, whose sign-up hashes a password, nor another `_` class) on the SQLite store (its
+    /// database calls do not leave the process), without save or delete triggers (Lua inside the
+    /// shared transaction would hold every other write of the batch). Such a create, anonymous
+    /// and without a request id, is attempted on the I/O thread while no batch is under way: it
+    /// takes the writer there only if it is free (see `Database.write`), else it joins the next
+    /// batch.
     public func batches(_ request: HTTPRequest) -> Bool {
-        guard let note = request.note as? RoutedNote, let m = note.match else { return false }
-        switch m.value.name {
-        case "classes.create": return createsInline(m)
-        case "classes.update": return batchesWrite(m, .beforeSave, .afterSave)
-        case "classes.delete": return batchesWrite(m, .beforeDelete, .afterDelete)
-        default: return false
-        }
+        (request.note as? RoutedNote)?.batched ?? false
     }
 
-    func batchesWrite(_ m: RouteMatch<Endpoint>, _ before: TriggerKind, _ after: TriggerKind) -> Bool {
+    func writesInBatch(_ m: RouteMatch<Endpoint>) -> Bool {
+        let before: TriggerKind, after: TriggerKind
+        switch m.value.name {
+        case "classes.create", "classes.update": (before, after) = (.beforeSave, .afterSave)
+        case "classes.delete": (before, after) = (.beforeDelete, .afterDelete)
+        default: return false
+        }
         guard services.store is SQLiteDocumentStore else { return false }
-        var className = ""
-        for (k, v) in m.params where k == "className" { className = v }
+        let className = API.className(m)
         guard let first = className.utf8.first, first != UInt8(ascii: "_") else { return false }
         if let t = services.objects.triggers, t.hasTrigger(before, className) || t.hasTrigger(after, className) {
             return false
         }
         return true
+    }
+
+    /// The `:className` a route captured ("" for none).
+    static func className(_ m: RouteMatch<Endpoint>) -> String {
+        m.params.first { $0.0 == "className" }?.1 ?? ""
     }
 
     /// Group commit: the writes of a batch run one after another in one write transaction,
@@ -148,6 +143,7 @@ public final class API: HTTPHandler {
         }
         var responses: [HTTPResponse] = []
         responses.reserveCapacity(requests.count)
+        defer { services.cloud.discardPending() }
         do throws(ParseError) {
             try store.groupCommit(requests.count) { i in
                 let response = respond(requests[i], attempt: false)!
@@ -156,10 +152,8 @@ public final class API: HTTPHandler {
             }
         } catch {
             Log.error("a batch of \(requests.count) writes failed to commit: \(error.underlying ?? error.message)")
-            services.cloud.discardPending()
             return requests.map { _ in .error(error) }
         }
-        services.cloud.discardPending()
         return responses
     }
 
@@ -200,9 +194,7 @@ public final class API: HTTPHandler {
     /// trigger send the request to a worker when the includes are expanded.
     func readsInline(_ m: RouteMatch<Endpoint>) -> Bool {
         guard services.store is SQLiteDocumentStore else { return false }
-        var className = ""
-        for (k, v) in m.params where k == "className" { className = v }
-        if let t = services.objects.triggers, t.hasTrigger(.afterFind, className) { return false }
+        if let t = services.objects.triggers, t.hasTrigger(.afterFind, API.className(m)) { return false }
         return true
     }
 
@@ -475,9 +467,12 @@ final class RoutedNote: Sendable {
     let match: RouteMatch<Endpoint>?
     /// A find or get that only reads local data (`readsInline`), decided at dispatch.
     let localRead: Bool
-    init(_ match: RouteMatch<Endpoint>?, localRead: Bool = false) {
+    /// A write that joins a batch (`writesInBatch`), decided at dispatch.
+    let batched: Bool
+    init(_ match: RouteMatch<Endpoint>?, localRead: Bool = false, batched: Bool = false) {
         self.match = match
         self.localRead = localRead
+        self.batched = batched
     }
 }
 

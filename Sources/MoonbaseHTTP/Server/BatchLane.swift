@@ -29,7 +29,7 @@ final class BatchLane: Sendable {
         var requests = 0
     }
 
-    let state = Mutex(State())
+    private let state = Mutex(State())
     let pool: WorkerPool
     let handler: any HTTPHandler
 
@@ -55,17 +55,25 @@ final class BatchLane: Sendable {
         }
         guard submit else { return true }
         if pool.submit(BatchJob(lane: self)) { return true }
-        // Refused: nobody will take what waits. This request is answered by the caller, any
-        // other (added meanwhile, after `scheduled` was set) here.
-        let others = state.withLock { s -> [RequestState] in
-            s.scheduled = false
-            let w = s.waiting.filter { $0 !== request }
-            s.waiting = []
-            return w
-        }
-        for r in others { r.cancel() }
+        // Refused: this request is answered by the caller, any other added meanwhile here.
+        cancelWaiting(except: request)
         return false
     }
+
+    /// Nobody will run what waits (the pool refused a batch job or cancelled it at shutdown):
+    /// each is answered 503 (but `except`, which its caller answers), and the next request
+    /// submits a job again.
+    fileprivate func cancelWaiting(except: RequestState? = nil) {
+        let left = state.withLock { s -> [RequestState] in
+            s.scheduled = false
+            defer { s.waiting = [] }
+            return s.waiting
+        }
+        for r in left where r !== except { r.cancel() }
+    }
+
+    /// Requests waiting for the next batch (diagnostics, tests).
+    var waitingCount: Int { state.withLock { $0.waiting.count } }
 
     /// The requests of the next batch.
     fileprivate func take() -> [RequestState] {
@@ -82,20 +90,10 @@ final class BatchLane: Sendable {
     /// A batch job ended (ran, cancelled or abandoned): the next one starts if requests wait.
     fileprivate func ended() {
         let next = state.withLock { s -> Bool in
-            if s.waiting.isEmpty {
-                s.scheduled = false
-                return false
-            }
-            return true
+            s.scheduled = !s.waiting.isEmpty
+            return s.scheduled
         }
-        guard next else { return }
-        if pool.submit(BatchJob(lane: self)) { return }
-        let left = state.withLock { s -> [RequestState] in
-            s.scheduled = false
-            defer { s.waiting = [] }
-            return s.waiting
-        }
-        for r in left { r.cancel() }
+        if next && !pool.submit(BatchJob(lane: self)) { cancelWaiting() }
     }
 }
 
@@ -134,12 +132,8 @@ final class BatchJob: WorkItem, Sendable {
 
     /// The pool stopped before this job ran: everything waiting is answered 503.
     func cancel() {
-        let waiting = lane.state.withLock { s -> [RequestState] in
-            defer { s.waiting = [] }
-            return s.waiting
-        }
-        for r in waiting { r.cancel() }
-        end()
+        over.store(true, ordering: .releasing)
+        lane.cancelWaiting()
     }
 
     /// Its worker did not return in time: its requests are answered now (late results are

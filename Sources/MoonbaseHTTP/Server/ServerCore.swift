@@ -141,25 +141,18 @@ final class ServerCore: Sendable {
             if handler.dispatch(&state.request) {
                 return answer(state, handler.handle(state.request), close: false)
             }
-            // A call that finishes in microseconds costs less here than the two thread hops to
-            // a worker and back: attempt it on this thread as an idle worker (its VM); if it
-            // cannot finish within its short budget it continues on that worker.
             if handler.batches(state.request) {
                 // A write that joins the others in one transaction. While no batch runs it is
                 // tried here first (as any attempt): alone, it is answered without two hops.
                 if lane.idle, handler.wantsAttempt(state.request), let r = handler.attempt(state.request, seat: nil) {
                     return answer(state, r, close: false)
                 }
-                state.phase = .suspended
-                state.countedSuspended = true
-                suspendedCount.add(1, ordering: .relaxed)
-                MHD_suspend_connection(state.connection)
-                if !lane.add(state) {
-                    state.response = .parseError(status: 503, code: .internalError, message: "server busy")
-                    MHD_resume_connection(state.connection)
-                }
+                suspend(state) { lane.add(state) }
                 return .YES
             }
+            // A call that finishes in microseconds costs less here than the two thread hops to
+            // a worker and back: attempt it on this thread as an idle worker (its VM); if it
+            // cannot finish within its short budget it continues on that worker.
             var reserved: (index: Int, seat: Int)?
             if handler.wantsAttempt(state.request) {
                 if !handler.attemptNeedsSeat(state.request) {
@@ -177,16 +170,11 @@ final class ServerCore: Sendable {
                     reserved = w
                 }
             }
-            state.phase = .suspended
             state.cpuBound = config.cpuBoundSlots > 0 && reserved == nil && handler.cpuBound(state.request)
-            state.countedSuspended = true
-            suspendedCount.add(1, ordering: .relaxed)
-            MHD_suspend_connection(state.connection)
-            if let w = reserved {
+            suspend(state) {
+                guard let w = reserved else { return pool.submit(state) }
                 pool.submit(state, to: w.index)
-            } else if !pool.submit(state) {
-                state.response = .parseError(status: 503, code: .internalError, message: "server busy")
-                MHD_resume_connection(state.connection)
+                return true
             }
             return .YES
         case .suspended:
@@ -196,6 +184,19 @@ final class ServerCore: Sendable {
             return answer(state, r, close: false)
         case .answered:
             return .YES
+        }
+    }
+
+    /// Suspends the connection and hands the request on with `submit` (to a worker or the batch
+    /// lane); refused there (queue full, stopping), it is answered 503 at once.
+    private func suspend(_ state: RequestState, _ submit: () -> Bool) {
+        state.phase = .suspended
+        state.countedSuspended = true
+        suspendedCount.add(1, ordering: .relaxed)
+        MHD_suspend_connection(state.connection)
+        if !submit() {
+            state.response = .parseError(status: 503, code: .internalError, message: "server busy")
+            MHD_resume_connection(state.connection)
         }
     }
 

@@ -52,7 +52,7 @@ public final class SQLiteDocumentStore: DocumentStore {
     public func groupCommit(_ count: Int, _ body: (Int) -> Bool) throws(ParseError) {
         try database.write { (tx) throws(ParseError) in
             for i in 0..<count {
-                try? tx.savepoint { (_) throws(ParseError) in
+                try? tx.nested { (_) throws(ParseError) in
                     if !body(i) { throw SQLiteDocumentStore.undoPart }
                 }
             }
