@@ -32,11 +32,13 @@ let package = Package(
         // Rewrites libmicrohttpd's own error answers into Parse error bodies (see guard.c).
         .target(name: "CHTTPGuard", dependencies: ["CMicroHTTPD"]),
         .target(name: "CEpoll"),
+        // Gathers each commit's WAL frames into one write (see mb_walbuf.c).
+        .target(name: "CSQLiteWAL", dependencies: ["CSQLite"]),
 
         // Swift modules, leaves first.
         .target(name: "MoonbaseCore", swiftSettings: swiftSettings),
         .target(name: "MoonbaseJSON", dependencies: ["MoonbaseCore", "CJSON"], swiftSettings: swiftSettings),
-        .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "MoonbaseJSON", "CSQLite"], swiftSettings: swiftSettings),
+        .target(name: "MoonbaseSQLite", dependencies: ["MoonbaseCore", "MoonbaseJSON", "CSQLite", "CSQLiteWAL"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseCrypto", dependencies: ["COpenSSL", "CSodium"], swiftSettings: swiftSettings),
         .target(name: "MoonbaseStore", dependencies: ["MoonbaseCore", "MoonbaseJSON", "MoonbaseSQLite", "MoonbaseCrypto", "MoonbaseQuota",
                                                      "MoonbasePostgres"],

@@ -163,6 +163,12 @@ enum ServeCommand {
         m.counter("moonbase_write_batched_requests_total", help: "REST writes that went through a batch (divide by the batches for their mean size).") {
             [MetricSample(value: Double(server.writeBatches.requests))]
         }
+        m.counter("moonbase_wal_frames_total", help: "Pages written to SQLite's write-ahead log.") {
+            [MetricSample(value: Double(SQLiteDocumentStore.walWrites.frames))]
+        }
+        m.counter("moonbase_wal_writes_total", help: "Writes that carried them (a commit's pages go in one write of up to 124 KiB).") {
+            [MetricSample(value: Double(SQLiteDocumentStore.walWrites.writes))]
+        }
         m.counter("moonbase_http_header_deadline_cuts_total", help: "Connections closed for not completing a request head in time.") {
             [MetricSample(value: Double(server.headerDeadlineCuts))]
         }

@@ -120,6 +120,7 @@ def test_concurrent_creates_are_each_stored_once(server_factory):
 
     # The schema first, so that "n" is a Number.
     assert s.req("POST", "/parse/classes/Load", {"k": -1, "i": -1, "n": 0}).status_code == 201
+    frames0, writes0 = metric(s, "moonbase_wal_frames_total"), metric(s, "moonbase_wal_writes_total")
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     for t in threads:
         t.start()
@@ -130,3 +131,7 @@ def test_concurrent_creates_are_each_stored_once(server_factory):
     assert failed and all(f == (400, 111) for f in failed), failed[:5]
     count = s.req("GET", "/parse/classes/Load", params={"limit": 0, "count": 1}, master=True).json()["count"]
     assert count == good + 1
+    # Each commit's log pages went to the file together, not two system calls per page.
+    frames = metric(s, "moonbase_wal_frames_total") - frames0
+    writes = metric(s, "moonbase_wal_writes_total") - writes0
+    assert frames > 0 and 0 < writes * 3 < frames, (frames, writes)

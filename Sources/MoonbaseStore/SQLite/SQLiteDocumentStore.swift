@@ -23,6 +23,13 @@ public final class SQLiteDocumentStore: DocumentStore {
     let equalityFinds = EqualityFinds()
     var queries: QueryExecutor { QueryExecutor(schemas: schemaSource) }
 
+    /// WAL frames written by this process's SQLite connections, and the writes that carried them
+    /// (a commit's frames are gathered into a few: `WALGather`).
+    public static var walWrites: (frames: UInt64, writes: UInt64) {
+        let s = WALGather.stats
+        return (s.frames, s.writes)
+    }
+
     /// Attaches a store to `database`: registers the store's SQL functions (`mb_array_op`,
     /// `mb_polygon_contains`), creates or upgrades the internal tables (`Migrator`), loads the
     /// schema catalog. The functions come first: a connection gets the functions registered
