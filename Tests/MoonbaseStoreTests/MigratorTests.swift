@@ -51,7 +51,7 @@ struct MigratorTests {
         }
         #expect(try version(c) == Migrator.currentVersion)
         #expect(try c.scalar("SELECT 1 FROM pragma_table_info('_mb_usage') WHERE name = 'events'") == .integer(1))
-        #expect(Migrator.currentVersion == 3)
+        #expect(Migrator.currentVersion == 4)
         // The tables work through the store's protocols.
         try store.updateConfig([.set("greeting", "hi")])
         #expect(try store.configParameters() == [ConfigParameter(name: "greeting", value: "hi", masterKeyOnly: false)])
@@ -170,12 +170,56 @@ struct MigratorTests {
         let store = try SQLiteDocumentStore(path: path)
         let c = try Connection(path: path)
         defer { c.close() }
-        #expect(try version(c) == 3)
+        #expect(try version(c) == Migrator.currentVersion)
         var sql = ""
         if case .text(let t)? = try c.scalar("SELECT sql FROM sqlite_master WHERE name = '_mb_changes_obj'") { sql = t }
         #expect(sql.contains("WHERE op = 'save'"))
         let rows = try store.changeFeed("Note", after: 0, through: 10, limit: 10)
         #expect(rows.map(\.objectId) == ["n2", "n1"] && rows.map(\.op) == [.save, .delete])
+        store.database.close()
+    }
+
+    /// Version 3 indexed saves by (class, objectId); version 4 gives every save of a live object
+    /// its row id and indexes (class, rid). Rows not compacted yet are compacted under the old
+    /// index first; reads, compaction and new writes go on as before.
+    @Test func version3ChangeFeedRowsGetTheirObjectsRowIds() throws {
+        do {
+            let c = try Connection(path: path)
+            defer { c.close() }
+            try c.execute(Migrator.version1)
+            try Migrator.upgradeToVersion2(c)
+            try c.execute(Migrator.version3)
+            try c.execute("PRAGMA user_version=3")
+            try c.execute(Naming.classTableDDL("Note"))
+            // n1: created and updated (not compacted yet); n2: created; n3: created and deleted.
+            try c.execute("""
+                INSERT INTO _mb_schema(className, fields) VALUES ('Note', '{"v":{"type":"Number"}}');
+                INSERT INTO "Note"(objectId, createdAt, updatedAt, data) VALUES ('n1', 1, 2, '{"v":2}'), ('n2', 1, 1, '{"v":1}');
+                INSERT INTO _mb_changes(cls, oid, op, at) VALUES ('Note', 'n1', 'save', 1), ('Note', 'n2', 'save', 1),
+                  ('Note', 'n3', 'save', 1), ('Note', 'n1', 'save', 2), ('Note', 'n3', 'delete', 3);
+                """)
+        }
+        let store = try SQLiteDocumentStore(path: path)
+        let c = try Connection(path: path)
+        defer { c.close() }
+        #expect(try version(c) == 4)
+        var sql = ""
+        if case .text(let t)? = try c.scalar("SELECT sql FROM sqlite_master WHERE name = '_mb_changes_obj'") { sql = t }
+        #expect(sql.contains("(cls, rid)") && sql.contains("WHERE op = 'save'"), "\(sql)")
+        // The superseded saves (n1's first, n3's) are gone; the live saves carry their rids.
+        var left: [String] = []
+        try c.query("SELECT seq, oid, op, ifnull(rid, 0) FROM _mb_changes ORDER BY seq") { s in
+            left.append("\(s.int64(0)) \(s.text(1) ?? "") \(s.text(2) ?? "") \(s.int64(3))")
+        }
+        #expect(left == ["2 n2 save 2", "4 n1 save 1", "5 n3 delete 0"])
+        let rows = try store.changeFeed("Note", after: 0, through: 10, limit: 10)
+        #expect(rows.map(\.objectId) == ["n2", "n1", "n3"] && rows.map(\.op) == [.save, .save, .delete])
+        // New writes find the old rows by rid: an update supersedes n2's migrated save.
+        _ = try store.update("Note", objectId: "n2", changes: ["v": 5], identity: .master)
+        #expect(try store.compactChangeFeed(batch: 100) == 1)
+        var n2: [Int64] = []
+        try c.query("SELECT seq FROM _mb_changes WHERE oid = 'n2'") { s in n2.append(s.int64(0)) }
+        #expect(n2 == [6])
         store.database.close()
     }
 

@@ -96,6 +96,30 @@ struct StoreBoundaryTests {
         try store.checkChangeFeed(since: 0)
     }
 
+    /// The feed finds an object's rows by its row id, which SQLite hands out again once the
+    /// class's highest row is deleted: the next object gets the same one. The deleted object's
+    /// tombstone must still be read (it is not superseded by the newcomer's saves), and
+    /// compaction must keep the newcomer's latest save, before and after.
+    @Test func aReusedRowIdDoesNotMixTwoObjectsInTheFeed() throws {
+        let head0 = try store.changeFeedHead()
+        let x = try store.insert("Reuse", fields: ["n": 1], acl: nil, identity: .master)
+        _ = try store.update("Reuse", objectId: x.objectId, changes: ["n": 2], identity: .master)
+        try store.delete("Reuse", objectId: x.objectId, identity: .master)
+        let y = try store.insert("Reuse", fields: ["n": 3], acl: nil, identity: .master)
+        _ = try store.update("Reuse", objectId: y.objectId, changes: ["n": 4], identity: .master)
+        let head = try store.changeFeedHead()
+        #expect(head == head0 + 5)
+        func read() throws -> [String] {
+            try store.changeFeed("Reuse", after: head0, through: head, limit: 10).map { "\($0.op.rawValue) \($0.objectId) \($0.seq - head0)" }
+        }
+        let expected = ["delete \(x.objectId) 3", "save \(y.objectId) 5"]
+        #expect(try read() == expected)
+        #expect(try store.compactChangeFeed(batch: 100) == 5)
+        #expect(try read() == expected)
+        let fromTheMiddle = try store.changeFeed("Reuse", after: head0 + 3, through: head, limit: 10)
+        #expect(fromTheMiddle.map(\.objectId) == [y.objectId] && fromTheMiddle.first?.object.map { try? $0.json(for: .master)["n"] } == 4)
+    }
+
     /// A set-based delete leaves one tombstone per object (in the same statement's seq range);
     /// a deleted object's earlier saves are no longer read, also by a reader bounded before the
     /// delete, and compaction does not change what is read.

@@ -66,6 +66,11 @@ public struct SQLiteToPostgres {
         "_mb_email_tokens": .copy,
     ]
 
+    /// Columns of internal SQLite tables that mean nothing on PostgreSQL and are not copied: a
+    /// change-feed row's `rid` is its object's row id in the SQLite class table (the feed's
+    /// by-object index key there); PostgreSQL's feed finds an object by its objectId.
+    public static let sqliteOnlyColumns: [String: Set<String>] = ["_mb_changes": ["rid"]]
+
     /// Internal tables that a fresh PostgreSQL database may already hold rows in, written by the
     /// migrator or by a host's first start, and that the copy replaces.
     static let bookkeeping: Set<String> = ["_mb_migrations", "_mb_auth_epoch", "_mb_schema"]
@@ -248,7 +253,7 @@ public struct SQLiteToPostgres {
         let quoted = "\"\(table)\""
         var columns: [String] = []
         try sq.query("SELECT name FROM pragma_table_info(?) ORDER BY cid", [.text(table)]) { (r) throws(ParseError) in
-            if let n = r.text(0) { columns.append(n) }
+            if let n = r.text(0), !(Self.sqliteOnlyColumns[table]?.contains(n) ?? false) { columns.append(n) }
         }
         var pgTypes: [String: String] = [:]
         for r in try pg.execute("""

@@ -23,9 +23,16 @@ import MoonbaseSQLite
 ///   (`WHERE op = 'save'`). Its key (class, objectId) is random, so every indexed row costs a
 ///   random B-tree insert; tombstones are never looked up by object (see `ChangeFeed`), and a
 ///   bulk delete writes one per deleted row: leaving them out cut W6 cleanup's SQL CPU by ~30%.
+/// - Version 4: change-feed rows carry the object's `rid` (the class table's row id), and the
+///   by-object index is keyed by (class, rid) instead of (class, objectId). A create's rid is
+///   its class's highest, so its feed row lands at the index's right edge, where the random
+///   objectId put every create on a random leaf (replayed, 32 creates per transaction over a
+///   200,000-row feed: 15 → 4.6 µs CPU per feed row). Rows written before are given their
+///   object's rid; the feed is first compacted under the old index, so what stays without a rid
+///   (saves of objects already gone, tombstones) is never looked up by object again.
 public enum Migrator {
     /// The schema version this build writes.
-    public static let currentVersion: Int64 = 3
+    public static let currentVersion: Int64 = 4
 
     /// Brings a database at version `version - 1` to `version`.
     static func apply(version: Int64, _ c: Connection) throws(ParseError) {
@@ -33,6 +40,7 @@ public enum Migrator {
         case 1: try c.execute(version1)
         case 2: try upgradeToVersion2(c)
         case 3: try c.execute(version3)
+        case 4: try upgradeToVersion4(c)
         default: throw ParseError.internalError("no migration to schema version \(version)")
         }
     }
@@ -79,6 +87,36 @@ public enum Migrator {
         DROP INDEX IF EXISTS _mb_changes_obj;
         CREATE INDEX _mb_changes_obj ON _mb_changes(cls, oid) WHERE op = 'save';
         """
+
+    /// The change feed's by-object index keyed by the object's rid (see version 4 above).
+    static func upgradeToVersion4(_ c: Connection) throws(ParseError) {
+        // Compact what the old index can still match (every row not compacted yet), so no
+        // superseded save is left for a later row to find by a rid it does not have.
+        var from: Int64 = 0
+        if case .integer(let n)? = try c.scalar("SELECT v FROM _mb_changes_meta WHERE k = 'compacted'") { from = n }
+        if case .integer(let to)? = try c.scalar("SELECT max(seq) FROM _mb_changes"), to > from {
+            _ = try c.run(ChangeFeed.compactSQL(key: "oid"), [.integer(from), .integer(to)])
+            _ = try c.run("INSERT INTO _mb_changes_meta(k, v) VALUES('compacted', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+                          [.integer(to)])
+        }
+        if try c.scalar("SELECT 1 FROM pragma_table_info('_mb_changes') WHERE name = 'rid'") == nil {
+            try c.execute("ALTER TABLE _mb_changes ADD COLUMN rid INTEGER")
+        }
+        var classes: [String] = []
+        try c.query("SELECT DISTINCT cls FROM _mb_changes WHERE rid IS NULL AND op = 'save'") { s in
+            if let cls = s.text(0) { classes.append(cls) }
+        }
+        for cls in classes where try c.scalar("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [.text(cls)]) != nil {
+            _ = try c.run("""
+                UPDATE _mb_changes SET rid = (SELECT t.rid FROM \(Naming.table(cls)) t WHERE t.objectId = _mb_changes.oid)
+                WHERE cls = ? AND rid IS NULL AND op = 'save'
+                """, [.text(cls)])
+        }
+        try c.execute("""
+            DROP INDEX IF EXISTS _mb_changes_obj;
+            CREATE INDEX _mb_changes_obj ON _mb_changes(cls, rid) WHERE op = 'save';
+            """)
+    }
 
     /// Usage: one row per (kind, key, UTC hour) with summed counts; monthly figures are sums of
     /// the month's hourly rows, so nothing is stored twice. Rate windows: one row per key.

@@ -16,6 +16,12 @@ import MoonbaseSQLite
 /// the same object supersedes: reads are always compacted. Deleted-object tombstones older than
 /// the retention are purged (`purge`); the highest purged seq is the purge horizon.
 ///
+/// Rows name their object by objectId (`oid`) and by its row id in the class table (`rid`). The
+/// by-object index is keyed by (cls, rid): a create's rid is its class's highest, so its row
+/// goes to the index's right edge, where objectIds (random by design) sent each create to a
+/// random leaf. SQLite may hand out a rid again (max(rid) + 1 after the row holding it is
+/// deleted), so lookups match the objectId too.
+///
 /// Only save rows are indexed by object (`_mb_changes_obj ... WHERE op = 'save'`): a tombstone
 /// is always its object's last row (objectIds are never given by clients, so a deleted object
 /// does not come back), so nothing needs to find one by object. A save is superseded by a later
@@ -38,7 +44,7 @@ public enum ChangeFeed {
         let ctx = try tx.storeContext()
         let now = ctx.clock.nowMillis()
         let perm = op == .delete ? "t.rperm" : "NULL"
-        let sql = "INSERT INTO _mb_changes(cls, oid, op, at, perm) SELECT ?, t.objectId, ?, ?, \(perm) FROM \(Naming.table(className)) AS t WHERE \(filter)"
+        let sql = "INSERT INTO _mb_changes(cls, oid, op, at, perm, rid) SELECT ?, t.objectId, ?, ?, \(perm), t.rid FROM \(Naming.table(className)) AS t WHERE \(filter)"
         let all: [SQLiteValue] = [.text(className), .text(op.rawValue), .integer(now)] + binds
         guard let listener = ctx.changes.listener, listener.observes(className) else {
             // Nobody listens to this class: no per-row events (a bulk job stays one statement),
@@ -134,7 +140,9 @@ public enum ChangeFeed {
         var rows: [Row] = []
         // Superseded: by a later save of the object, or, for a save, by the object being gone
         // (deleted later; without its class table every object is gone).
-        let latest = "NOT EXISTS (SELECT 1 FROM _mb_changes n WHERE n.cls = c.cls AND n.oid = c.oid AND n.op = 'save' AND n.seq > c.seq)"
+        // (A row without a rid, left from before rids were kept, is its object's last: see
+        // `Migrator.upgradeToVersion4`.)
+        let latest = "NOT EXISTS (SELECT 1 FROM _mb_changes n WHERE n.cls = c.cls AND n.rid = c.rid AND n.oid = c.oid AND n.op = 'save' AND n.seq > c.seq)"
         let sql = hasTable
             ? """
               SELECT c.seq, c.op, c.oid, c.perm, \(StoredObject.columns(alias: "t")) FROM _mb_changes c
@@ -183,14 +191,22 @@ public enum ChangeFeed {
             guard case .integer(let to)? = try c.scalar(
                 "SELECT max(seq) FROM (SELECT seq FROM _mb_changes WHERE seq > ? ORDER BY seq LIMIT ?)", [.integer(from), .integer(Int64(batch))])
             else { return 0 }
-            _ = try c.run("""
-                DELETE FROM _mb_changes WHERE seq IN (
-                  SELECT o.seq FROM _mb_changes n JOIN _mb_changes o ON o.cls = n.cls AND o.oid = n.oid AND o.op = 'save' AND o.seq < n.seq
-                  WHERE n.seq > ? AND n.seq <= ?)
-                """, [.integer(from), .integer(to)])
+            _ = try c.run(compactSQL(key: "rid"), [.integer(from), .integer(to)])
             _ = try c.run("INSERT INTO _mb_changes_meta(k, v) VALUES('compacted', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", [.integer(to)])
             return Int(to - from)
         }
+    }
+
+    /// Deletes the saves superseded by the rows with `? < seq <= ?`, each row's earlier saves
+    /// found through the by-object index: `key` is `rid` (the index since schema version 4) or
+    /// `oid` (the index before, used once by the upgrade to version 4).
+    static func compactSQL(key: String) -> String {
+        let rid = key == "rid" ? "o.rid = n.rid AND " : ""
+        return """
+            DELETE FROM _mb_changes WHERE seq IN (
+              SELECT o.seq FROM _mb_changes n JOIN _mb_changes o ON o.cls = n.cls AND \(rid)o.oid = n.oid AND o.op = 'save' AND o.seq < n.seq
+              WHERE n.seq > ? AND n.seq <= ?)
+            """
     }
 
     /// The newest tombstone written before a cutoff, through the tombstone index: as a plain
