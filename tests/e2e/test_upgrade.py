@@ -47,7 +47,7 @@ def test_previous_release_database_is_upgraded_in_place(server_factory):
     units_before = next(r["units"] for r in before if r["key"] == "app")
     assert units_before > 0
     s.stop()
-    assert user_version(db_path(s)) == 3
+    assert user_version(db_path(s)) == 4
 
     # What the previous release left: the same tables, made by their modules without a version
     # (only the schema and request-id tables were versioned, as 1), and a usage table from
@@ -59,13 +59,19 @@ def test_previous_release_database_is_upgraded_in_place(server_factory):
     con.close()
 
     s.start()
-    assert user_version(db_path(s)) == 3
+    assert user_version(db_path(s)) == 4
     # The session made before the upgrade still works, and so does the password.
     me = s.req("GET", "/parse/users/me", session=token)
     assert me.status_code == 200 and me.json()["username"] == "ann", me.text
     login = s.req("POST", "/parse/login", {"username": "ann", "password": "pw-ann"})
     assert login.status_code == 200, login.text
     assert s.req("GET", f"/parse/classes/Post/{post}", session=token).json()["title"] == "kept"
+    # The change feed written before the upgrade reads on, and a later write supersedes its row.
+    feed = s.req("GET", "/parse/changes/Post", params={"since": 0}, master=True).json()["results"]
+    assert [(r["op"], r["object"]["title"]) for r in feed] == [("save", "kept")], feed
+    assert s.req("PUT", f"/parse/classes/Post/{post}", {"title": "edited"}, session=token).status_code == 200
+    feed = s.req("GET", "/parse/changes/Post", params={"since": 0}, master=True).json()["results"]
+    assert [(r["op"], r["object"]["title"]) for r in feed] == [("save", "edited")], feed
     assert s.req("GET", "/parse/config").json()["params"] == {"motd": "hi"}
     g = requests.get(f"{s.url}/parse/files/{APP_ID}/{f.json()['name']}", timeout=10)
     assert g.status_code == 200 and g.content == b"file body"
