@@ -150,23 +150,28 @@ struct MigratorTests {
         again.database.close()
     }
 
+    /// A database the migrator left at `version` (2 or 3), with a `Note` class table and the
+    /// rows `setup` writes: version 2 indexed every change-feed row by (class, objectId),
+    /// version 3 only the saves.
+    func writeDatabase(atVersion version: Int64, _ setup: String) throws {
+        let c = try Connection(path: path)
+        defer { c.close() }
+        try c.execute(Migrator.version1)
+        try Migrator.upgradeToVersion2(c)
+        try c.execute(version >= 3 ? Migrator.version3 : "DROP INDEX _mb_changes_obj; CREATE INDEX _mb_changes_obj ON _mb_changes(cls, oid)")
+        try c.execute("PRAGMA user_version=\(version)")
+        try c.execute(Naming.classTableDDL("Note"))
+        try c.execute(setup)
+    }
+
     /// Version 2 indexed every change feed row by object; version 3 keeps only saves in that
     /// index, and the rows written before read as before.
     @Test func version2ChangeFeedIndexBecomesSavesOnly() throws {
-        do {
-            let c = try Connection(path: path)
-            defer { c.close() }
-            try c.execute(Migrator.version1)
-            try Migrator.upgradeToVersion2(c)
-            try c.execute("DROP INDEX _mb_changes_obj; CREATE INDEX _mb_changes_obj ON _mb_changes(cls, oid)")
-            try c.execute("PRAGMA user_version=2")
-            try c.execute(Naming.classTableDDL("Note"))
-            try c.execute("""
-                INSERT INTO "Note"(objectId, createdAt, updatedAt, data) VALUES ('n2', 1, 1, '{}');
-                INSERT INTO _mb_changes(cls, oid, op, at) VALUES ('Note', 'n1', 'save', 1), ('Note', 'n2', 'save', 1),
-                  ('Note', 'n1', 'delete', 2);
-                """)
-        }
+        try writeDatabase(atVersion: 2, """
+            INSERT INTO "Note"(objectId, createdAt, updatedAt, data) VALUES ('n2', 1, 1, '{}');
+            INSERT INTO _mb_changes(cls, oid, op, at) VALUES ('Note', 'n1', 'save', 1), ('Note', 'n2', 'save', 1),
+              ('Note', 'n1', 'delete', 2);
+            """)
         let store = try SQLiteDocumentStore(path: path)
         let c = try Connection(path: path)
         defer { c.close() }
@@ -183,22 +188,13 @@ struct MigratorTests {
     /// its row id and indexes (class, rid). Rows not compacted yet are compacted under the old
     /// index first; reads, compaction and new writes go on as before.
     @Test func version3ChangeFeedRowsGetTheirObjectsRowIds() throws {
-        do {
-            let c = try Connection(path: path)
-            defer { c.close() }
-            try c.execute(Migrator.version1)
-            try Migrator.upgradeToVersion2(c)
-            try c.execute(Migrator.version3)
-            try c.execute("PRAGMA user_version=3")
-            try c.execute(Naming.classTableDDL("Note"))
-            // n1: created and updated (not compacted yet); n2: created; n3: created and deleted.
-            try c.execute("""
-                INSERT INTO _mb_schema(className, fields) VALUES ('Note', '{"v":{"type":"Number"}}');
-                INSERT INTO "Note"(objectId, createdAt, updatedAt, data) VALUES ('n1', 1, 2, '{"v":2}'), ('n2', 1, 1, '{"v":1}');
-                INSERT INTO _mb_changes(cls, oid, op, at) VALUES ('Note', 'n1', 'save', 1), ('Note', 'n2', 'save', 1),
-                  ('Note', 'n3', 'save', 1), ('Note', 'n1', 'save', 2), ('Note', 'n3', 'delete', 3);
-                """)
-        }
+        // n1: created and updated (not compacted yet); n2: created; n3: created and deleted.
+        try writeDatabase(atVersion: 3, """
+            INSERT INTO _mb_schema(className, fields) VALUES ('Note', '{"v":{"type":"Number"}}');
+            INSERT INTO "Note"(objectId, createdAt, updatedAt, data) VALUES ('n1', 1, 2, '{"v":2}'), ('n2', 1, 1, '{"v":1}');
+            INSERT INTO _mb_changes(cls, oid, op, at) VALUES ('Note', 'n1', 'save', 1), ('Note', 'n2', 'save', 1),
+              ('Note', 'n3', 'save', 1), ('Note', 'n1', 'save', 2), ('Note', 'n3', 'delete', 3);
+            """)
         let store = try SQLiteDocumentStore(path: path)
         let c = try Connection(path: path)
         defer { c.close() }

@@ -69,7 +69,7 @@ public struct SQLiteToPostgres {
     /// Columns of internal SQLite tables that mean nothing on PostgreSQL and are not copied: a
     /// change-feed row's `rid` is its object's row id in the SQLite class table (the feed's
     /// by-object index key there); PostgreSQL's feed finds an object by its objectId.
-    public static let sqliteOnlyColumns: [String: Set<String>] = ["_mb_changes": ["rid"]]
+    static let sqliteOnlyColumns: [String: Set<String>] = ["_mb_changes": ["rid"]]
 
     /// Internal tables that a fresh PostgreSQL database may already hold rows in, written by the
     /// migrator or by a host's first start, and that the copy replaces.

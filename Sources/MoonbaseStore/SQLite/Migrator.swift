@@ -92,13 +92,7 @@ public enum Migrator {
     static func upgradeToVersion4(_ c: Connection) throws(ParseError) {
         // Compact what the old index can still match (every row not compacted yet), so no
         // superseded save is left for a later row to find by a rid it does not have.
-        var from: Int64 = 0
-        if case .integer(let n)? = try c.scalar("SELECT v FROM _mb_changes_meta WHERE k = 'compacted'") { from = n }
-        if case .integer(let to)? = try c.scalar("SELECT max(seq) FROM _mb_changes"), to > from {
-            _ = try c.run(ChangeFeed.compactSQL(key: "oid"), [.integer(from), .integer(to)])
-            _ = try c.run("INSERT INTO _mb_changes_meta(k, v) VALUES('compacted', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
-                          [.integer(to)])
-        }
+        _ = try ChangeFeed.compactPass(c, batch: .max, by: .oid)
         if try c.scalar("SELECT 1 FROM pragma_table_info('_mb_changes') WHERE name = 'rid'") == nil {
             try c.execute("ALTER TABLE _mb_changes ADD COLUMN rid INTEGER")
         }

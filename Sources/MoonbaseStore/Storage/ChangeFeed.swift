@@ -184,29 +184,30 @@ public enum ChangeFeed {
     /// - Returns: the number of new rows examined.
     @discardableResult
     public static func compact(_ db: Database, batch: Int = 10_000) throws(ParseError) -> Int {
-        try db.write { (tx) throws(ParseError) -> Int in
-            let c = tx.connection
-            var from: Int64 = 0
-            if case .integer(let n)? = try c.scalar("SELECT v FROM _mb_changes_meta WHERE k = 'compacted'") { from = n }
-            guard case .integer(let to)? = try c.scalar(
-                "SELECT max(seq) FROM (SELECT seq FROM _mb_changes WHERE seq > ? ORDER BY seq LIMIT ?)", [.integer(from), .integer(Int64(batch))])
-            else { return 0 }
-            _ = try c.run(compactSQL(key: "rid"), [.integer(from), .integer(to)])
-            _ = try c.run("INSERT INTO _mb_changes_meta(k, v) VALUES('compacted', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", [.integer(to)])
-            return Int(to - from)
-        }
+        try db.write { (tx) throws(ParseError) -> Int in try compactPass(tx.connection, batch: batch) }
     }
 
-    /// Deletes the saves superseded by the rows with `? < seq <= ?`, each row's earlier saves
-    /// found through the by-object index: `key` is `rid` (the index since schema version 4) or
-    /// `oid` (the index before, used once by the upgrade to version 4).
-    static func compactSQL(key: String) -> String {
-        let rid = key == "rid" ? "o.rid = n.rid AND " : ""
-        return """
+    /// How compaction finds an object's earlier saves: through the by-object index of schema
+    /// version 4 on (`rid`), or of the versions before (`oid`: only the upgrade to 4 uses it).
+    enum ObjectKey { case rid, oid }
+
+    /// One compaction pass on `c`, inside the caller's write transaction: the saves superseded
+    /// by the at most `batch` rows written since the last pass are deleted, and the pass's end
+    /// is recorded. - Returns: the number of new rows examined.
+    static func compactPass(_ c: Connection, batch: Int, by key: ObjectKey = .rid) throws(ParseError) -> Int {
+        var from: Int64 = 0
+        if case .integer(let n)? = try c.scalar("SELECT v FROM _mb_changes_meta WHERE k = 'compacted'") { from = n }
+        guard case .integer(let to)? = try c.scalar(
+            "SELECT max(seq) FROM (SELECT seq FROM _mb_changes WHERE seq > ? ORDER BY seq LIMIT ?)", [.integer(from), .integer(Int64(batch))])
+        else { return 0 }
+        let rid = key == .rid ? "o.rid = n.rid AND " : ""
+        _ = try c.run("""
             DELETE FROM _mb_changes WHERE seq IN (
               SELECT o.seq FROM _mb_changes n JOIN _mb_changes o ON o.cls = n.cls AND \(rid)o.oid = n.oid AND o.op = 'save' AND o.seq < n.seq
               WHERE n.seq > ? AND n.seq <= ?)
-            """
+            """, [.integer(from), .integer(to)])
+        _ = try c.run("INSERT INTO _mb_changes_meta(k, v) VALUES('compacted', ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v", [.integer(to)])
+        return Int(to - from)
     }
 
     /// The newest tombstone written before a cutoff, through the tombstone index: as a plain
