@@ -169,6 +169,9 @@ enum ServeCommand {
         m.counter("moonbase_wal_writes_total", help: "Writes that carried them (a commit's pages go in one write of up to 124 KiB).") {
             [MetricSample(value: Double(SQLiteDocumentStore.walWrites.writes))]
         }
+        m.counter("moonbase_subjournal_bytes_total", help: "Page copies kept in memory so that a savepoint or a statement can roll back alone.") {
+            [MetricSample(value: Double(SQLiteDocumentStore.walWrites.subjournalBytes))]
+        }
         m.counter("moonbase_http_header_deadline_cuts_total", help: "Connections closed for not completing a request head in time.") {
             [MetricSample(value: Double(server.headerDeadlineCuts))]
         }

@@ -46,7 +46,8 @@ public final class Connection {
     public init(path: String, options: Options = Options(), functions: [SQLFunction] = []) throws(ParseError) {
         var db: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
-        let rc = sqlite3_open_v2(path, &db, flags, WALGather.vfsName)
+        let vfs = WALGather.vfsName
+        let rc = sqlite3_open_v2(path, &db, flags, vfs)
         guard rc == SQLITE_OK, let db else {
             let msg = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             sqlite3_close_v2(db)
@@ -57,9 +58,15 @@ public final class Connection {
         sqlite3_extended_result_codes(db, 1)
         sqlite3_busy_timeout(db, options.busyTimeoutMillis)
         do {
+            // A connection that writes copies pages for savepoints and statements that may roll
+            // back alone: with a file-backed temp store that sub-journal is the moonbase VFS's
+            // in-memory file (one memcpy per page), where temp_store=MEMORY keeps it in SQLite's
+            // 1 KiB chunks (see Sources/CSQLiteWAL). Read-only, or without that VFS (when a
+            // sub-journal would be a real temporary file), temporary data stays in memory.
+            let tempStore = vfs != nil && !options.readOnly ? "FILE" : "MEMORY"
             try execute("""
                 PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;
-                PRAGMA temp_store=MEMORY; PRAGMA secure_delete=OFF;
+                PRAGMA temp_store=\(tempStore); PRAGMA secure_delete=OFF;
                 PRAGMA cache_size=-\(options.cacheSizeKiB); PRAGMA mmap_size=\(options.mmapSize);
                 """)
             if options.readOnly { try execute("PRAGMA query_only=1") }

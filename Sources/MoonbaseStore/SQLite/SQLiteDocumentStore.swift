@@ -23,11 +23,12 @@ public final class SQLiteDocumentStore: DocumentStore {
     let equalityFinds = EqualityFinds()
     var queries: QueryExecutor { QueryExecutor(schemas: schemaSource) }
 
-    /// WAL frames written by this process's SQLite connections, and the writes that carried them
-    /// (a commit's frames are gathered into a few: `WALGather`).
-    public static var walWrites: (frames: UInt64, writes: UInt64) {
+    /// WAL frames written by this process's SQLite connections, the writes that carried them
+    /// (a commit's frames are gathered into a few: `WALGather`), and the bytes of page copies
+    /// kept in memory for savepoints and statements that may roll back alone.
+    public static var walWrites: (frames: UInt64, writes: UInt64, subjournalBytes: UInt64) {
         let s = WALGather.stats
-        return (s.frames, s.writes)
+        return (s.frames, s.writes, s.subjournalBytes)
     }
 
     /// Attaches a store to `database`: registers the store's SQL functions (`mb_array_op`,
