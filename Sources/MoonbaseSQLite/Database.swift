@@ -284,7 +284,6 @@ public final class Database: Sendable {
 
     // MARK: Maintenance
 
-    /// Checkpoints the WAL into the main file and truncates it (`PRAGMA wal_checkpoint(TRUNCATE)`).
     /// Raises the writer's page cache to `options.bulkWriterCacheKiB` and the checkpoint thread's
     /// threshold to `options.bulkWALAutocheckpointPages` while bulk work (a job) runs;
     /// `endBulkWork` lowers both again, releases the pages and checkpoints what the WAL holds
@@ -332,6 +331,7 @@ public final class Database: Sendable {
         }
     }
 
+    /// Checkpoints the WAL into the main file and truncates it (`PRAGMA wal_checkpoint(TRUNCATE)`).
     public func checkpoint() throws(ParseError) {
         guard lock.lock(timeoutMillis: options.writeLockTimeoutMillis) else {
             throw ParseError(.internalError, "database busy")
