@@ -194,6 +194,8 @@ typedef struct sj_file {
     size_t cap;
     size_t size;
 } sj_file;
+/* A sub-journal lives in the memory SQLite reserves per file (szOsFile, sized for a wb_file). */
+_Static_assert(sizeof(sj_file) <= sizeof(wb_file), "sj_file must fit in the VFS's file size");
 
 static sqlite3_io_methods sj_io;
 static _Atomic uint64_t st_sj_opens, st_sj_bytes;

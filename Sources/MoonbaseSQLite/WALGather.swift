@@ -3,8 +3,9 @@ import CSQLiteWAL
 /// Every connection opens its file through the `moonbase` VFS (`Sources/CSQLiteWAL`): SQLite's
 /// default VFS, except that a transaction's WAL frames reach the file in one write at commit
 /// instead of two system calls per frame, and that a writer's sub-journals (the page copies
-/// that let a savepoint or a statement roll back alone) are kept in one reusable buffer. Readers and durability see no difference; the C file
-/// says why that holds. Falls back to the default VFS if it cannot be registered.
+/// that let a savepoint or a statement roll back alone) are kept in one reusable buffer.
+/// Readers and durability see no difference; the C file says why that holds. Falls back to the
+/// default VFS if it cannot be registered.
 public enum WALGather {
     /// The VFS name for `sqlite3_open_v2` (registered on first use), or nil for the default.
     static var vfsName: UnsafePointer<CChar>? { mb_walbuf_name() }
