@@ -11,42 +11,97 @@ struct JSONSyntaxError: Error {
 /// Parsing: CJSON's `cj_parse` validates the whole document and writes a flat tape of tokens;
 /// this walks the tape and allocates the `JSONValue` tree. Swift touches no byte of syntax.
 enum JSONTape {
-    /// Tokens that fit in the first, stack-allocated tape (16 bytes each): a 1 KB Parse object
-    /// needs about 90. Larger documents are re-tokenized into a heap tape of the exact size the
+    /// Tokens that fit in the first, stack-allocated tape (16 bytes each). Swift places a
+    /// temporary allocation of up to 1 KiB on the stack unconditionally; a larger one only when
+    /// the runtime can tell that the thread's stack has room, which it could not on our server
+    /// threads: 256 tokens (4 KiB) were a `malloc` and `free` of 4 KiB on every parse, about
+    /// 1,800 instructions, more than tokenizing a small body. 64 tokens hold a request body of a
+    /// dozen fields; larger documents are re-tokenized into a heap tape of the exact size the
     /// first pass reported.
-    static let stackTokens = 256
+    static let stackTokens = 64
 
     static func parse(_ buf: UnsafeBufferPointer<UInt8>) throws(JSONSyntaxError) -> JSONValue {
+        try withTape(buf) { toks, _ throws(JSONSyntaxError) -> JSONValue in
+            var r = TapeReader(toks: toks, src: buf.baseAddress!)
+            return try r.value()
+        }
+    }
+
+    /// Parses an object, leaving the members named `textKey` as the byte range of their JSON text
+    /// in `buf` instead of a value; nil when the document is not an object.
+    static func parseObject(_ buf: UnsafeBufferPointer<UInt8>, keepingText textKey: String)
+        throws(JSONSyntaxError) -> (members: JSONObject, text: Range<Int>?)? {
+        try withTape(buf) { toks, count throws(JSONSyntaxError) -> (members: JSONObject, text: Range<Int>?)? in
+            guard Int32(toks[0].type) == CJ_OBJECT else { return nil }
+            let src = buf.baseAddress!
+            var r = TapeReader(toks: toks, src: src)
+            r.i = 1
+            var entries: [JSONObject.Entry] = []
+            var text: Range<Int>?
+            for _ in 0..<toks[0].len {
+                let key = r.string(toks[r.i])
+                r.i += 1
+                guard key == textKey else {
+                    entries.append(JSONObject.Entry(key, try r.value()))
+                    continue
+                }
+                // A value's text starts at its token (a string's opening quote is one byte
+                // before). It ends before the separator of what follows: the next member's
+                // key (its quote, then a comma back over white space), or the object's closing
+                // brace at the end of the document.
+                let t = toks[r.i]
+                let start = Int(t.off) - (Int32(t.type) == CJ_STRING ? 1 : 0)
+                let next = Int(t.next)
+                var end = next < count ? Int(toks[next].off) - 1 : buf.count
+                func skipSpace() {
+                    while end > start, src[end - 1] == 0x20 || src[end - 1] == 0x0A || src[end - 1] == 0x0D || src[end - 1] == 0x09 {
+                        end -= 1
+                    }
+                }
+                skipSpace()
+                end -= 1   // the comma, or the closing brace
+                skipSpace()
+                text = start..<end
+                r.i = next
+            }
+            return (JSONObject(entries), text)
+        }
+    }
+
+    /// Runs `body` over the tape of `buf` (its tokens and their count), validated by `cj_parse`.
+    private static func withTape<R>(
+        _ buf: UnsafeBufferPointer<UInt8>, _ body: (UnsafePointer<cj_tok>, Int) throws(JSONSyntaxError) -> R
+    ) throws(JSONSyntaxError) -> R {
         guard let base = buf.baseAddress, buf.count > 0 else {
             throw JSONSyntaxError(message: "unexpected end of input", offset: 0)
         }
         var needed = 0
         let first = withUnsafeTemporaryAllocation(of: cj_tok.self, capacity: stackTokens) { toks in
-            Result { () throws(JSONSyntaxError) -> JSONValue? in
-                try parse(base, buf.count, toks, needed: &needed)
+            Result { () throws(JSONSyntaxError) -> R? in
+                guard let n = try tokenize(base, buf.count, toks, needed: &needed) else { return nil }
+                return try body(UnsafePointer(toks.baseAddress!), n)
             }
         }
         if let v = try first.get() { return v }
         // The document is valid but needs more tokens: the first pass counted them.
         let toks = UnsafeMutableBufferPointer<cj_tok>.allocate(capacity: needed)
         defer { toks.deallocate() }
-        guard let v = try parse(base, buf.count, toks, needed: &needed) else {
+        guard let n = try tokenize(base, buf.count, toks, needed: &needed) else {
             throw JSONSyntaxError(message: "document changed while parsing", offset: 0)
         }
-        return v
+        return try body(UnsafePointer(toks.baseAddress!), n)
     }
 
-    /// Tokenizes into `toks` and builds the value; nil (and the size it needs in `needed`) when
-    /// the tape is too small.
-    private static func parse(
+    /// Tokenizes into `toks`: the number of tokens, or nil (and the number it needs in `needed`)
+    /// when the tape is too small.
+    private static func tokenize(
         _ base: UnsafePointer<UInt8>, _ count: Int, _ toks: UnsafeMutableBufferPointer<cj_tok>,
         needed: inout Int
-    ) throws(JSONSyntaxError) -> JSONValue? {
+    ) throws(JSONSyntaxError) -> Int? {
         var tape = cj_tape(toks: toks.baseAddress, cap: UInt32(toks.count), count: 0, err_off: 0, err: nil)
         switch cj_parse(&tape, base, count, UInt32(CJ_MAX_DEPTH)) {
         case CJ_OK:
-            var r = TapeReader(toks: UnsafePointer(toks.baseAddress!), src: base)
-            return try r.value()
+            return Int(tape.count)
         case CJ_EFULL:
             needed = Int(tape.count)
             return nil

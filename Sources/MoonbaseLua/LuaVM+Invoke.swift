@@ -7,13 +7,28 @@ extension LuaVM {
     /// - Throws: 141 `Invalid function: "NAME"`; 142 from validators; the script's error code.
     public func runFunction(_ name: String, params: JSONObject, request: CloudRequest,
                             limits: LuaLimits = .functionDefaults) throws(ParseError) -> JSONValue {
+        let (ref, args, ctx) = try functionCall(name, params: params, request: request, limits: limits)
+        return try invoke(ref: ref, argBytes: args, mode: .returnValue, context: ctx)
+    }
+
+    /// The same, answered with the return value as JSON text (`invokeText`): what
+    /// `POST /parse/functions/NAME` sends back inside `{"result": …}`.
+    public func runFunctionText(_ name: String, params: JSONObject, request: CloudRequest,
+                                limits: LuaLimits = .functionDefaults) throws(ParseError) -> [UInt8] {
+        let (ref, args, ctx) = try functionCall(name, params: params, request: request, limits: limits)
+        return try invokeText(ref: ref, argBytes: args, context: ctx)
+    }
+
+    /// The handler, its `req` as JSON text and the call's context, after the validators.
+    private func functionCall(_ name: String, params: JSONObject, request: CloudRequest,
+                              limits: LuaLimits) throws(ParseError) -> (Int32, [UInt8], LuaCallContext) {
         guard let info = registry.functions[name], let ref = handlerRefs[.function(name)] else {
             throw ParseError(.scriptFailed, "Invalid function: \"\(name)\"")
         }
         let p = try CloudValidation.validate(info.options, params: params, request: request)
         let ctx = makeContext(identity: request.identity, user: request.user, requestId: request.requestId,
                               name: name, limits: limits.applying(info.options))
-        return try invoke(ref: ref, argBytes: request.arguments([("params", .object(p))]), mode: .returnValue, context: ctx)
+        return (ref, request.arguments([("params", .object(p))]), ctx)
     }
 
     /// Whether a trigger is registered (the store skips the call entirely otherwise).
@@ -90,18 +105,21 @@ extension LuaVM {
         if !r.body.isEmpty, let j = try? JSON.parse(r.body) { extra.append(("json", j)) }
         let ctx = makeContext(identity: r.request.identity, user: r.request.user, requestId: r.request.requestId,
                               name: "\(route.method) \(route.path)", limits: limits.applying(route.options))
-        let v = try invoke(ref: ref, argBytes: r.request.arguments(extra), extras: [("body", .bytes(r.body))],
-                           mode: .returnValue, context: ctx)
-        return try Self.routeResponse(v)
+        let text = try invokeText(ref: ref, argBytes: r.request.arguments(extra), extras: [("body", .bytes(r.body))],
+                                  context: ctx)
+        return try Self.routeResponse(text: text)
     }
 
-    static func routeResponse(_ v: JSONValue) throws(ParseError) -> CloudRouteResponse {
-        guard case .object(let o) = v, o["status"] != nil || o["json"] != nil || o["body"] != nil || o["headers"] != nil else {
-            if v.isNull { return CloudRouteResponse(status: 204, headers: [], body: []) }
-            if case .string(let s) = v {
+    /// What a route's return value (as the bridge's JSON text) answers. A `json` member is sent
+    /// as the text the bridge wrote for it: it is not parsed into a value and written again.
+    static func routeResponse(text: [UInt8]) throws(ParseError) -> CloudRouteResponse {
+        let split = try text.withUnsafeBufferPointer { buf throws(ParseError) in try JSON.parseObject(buf, keepingText: "json") }
+        guard let (o, json) = split, json != nil || o["status"] != nil || o["body"] != nil || o["headers"] != nil else {
+            if text == Array("null".utf8) { return CloudRouteResponse(status: 204, headers: [], body: []) }
+            if text.first == UInt8(ascii: "\""), case .string(let s) = try JSON.parse(text) {
                 return CloudRouteResponse(status: 200, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(s.utf8))
             }
-            return CloudRouteResponse(status: 200, headers: [("Content-Type", "application/json")], body: JSON.encode(v))
+            return CloudRouteResponse(status: 200, headers: [("Content-Type", "application/json")], body: text)
         }
         var status = 200
         if let s = o["status"] {
@@ -128,8 +146,8 @@ extension LuaVM {
         }
         func has(_ name: String) -> Bool { headers.contains { $0.0.lowercased() == name } }
         var body: [UInt8] = []
-        if let j = o["json"] {
-            body = JSON.encode(j)
+        if let json {
+            body = Array(text[json])
             if !has("content-type") { headers.append(("Content-Type", "application/json")) }
         } else if let b = o["body"] {
             guard let s = b.stringValue else { throw ParseError(.scriptFailed, "route: body must be a string") }

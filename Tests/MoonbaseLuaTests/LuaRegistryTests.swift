@@ -212,6 +212,50 @@ import Testing
         #expect(failure { try vm.runJob("nope", params: [:], callbacks: LuaJobCallbacks(progress: { _, _ in }, message: { _ in })) }?.message == "Invalid job: \"nope\"")
     }
 
+    /// What a route answers for each shape of return value. A `json` member is sent as the
+    /// bridge's text for it (not parsed and written again), wherever it sits in the table.
+    @Test func routeReturnValues() throws {
+        let vm = try makeVM("""
+        cloud.route("GET", "/s", function() return "hi" end)
+        cloud.route("GET", "/n", function() return nil end)
+        cloud.route("GET", "/t", function() return {a = 1, b = {true, json.null}} end)
+        cloud.route("GET", "/a", function() return {1, "two"} end)
+        cloud.route("GET", "/js", function() return {status = 202, json = 'a "quoted" }, string'} end)
+        cloud.route("GET", "/jf", function() return {json = 3.5} end)
+        cloud.route("GET", "/jb", function() return {json = false, headers = {["X-A"] = "1"}} end)
+        cloud.route("GET", "/jt", function()
+          return {headers = {["Content-Type"] = "application/vnd.x+json"}, status = 201,
+                  json = {list = {1, {deep = "}]"}}, empty = json.array()}}
+        end)
+        cloud.route("GET", "/bad", function() return {status = 99, json = {}} end)
+        """)
+        func get(_ path: String) throws -> CloudRouteResponse {
+            try #require(try vm.runRoute(CloudRouteRequest(method: "GET", path: path)))
+        }
+        func contentType(_ r: CloudRouteResponse) -> String? { r.headers.first { $0.0.lowercased() == "content-type" }?.1 }
+        var r = try get("/s")
+        #expect(r.status == 200 && r.body == Array("hi".utf8) && contentType(r) == "text/plain; charset=utf-8")
+        r = try get("/n")
+        #expect(r.status == 204 && r.body.isEmpty)
+        r = try get("/t")
+        #expect(r.status == 200 && contentType(r) == "application/json")
+        #expect(try JSON.parse(r.body) == ["a": 1, "b": [true, .null]])
+        r = try get("/a")
+        #expect(try JSON.parse(r.body) == [1, "two"])
+        r = try get("/js")
+        #expect(r.status == 202 && r.body == Array(#""a \"quoted\" }, string""#.utf8))
+        #expect(contentType(r) == "application/json")
+        r = try get("/jf")
+        #expect(r.status == 200 && r.body == Array("3.5".utf8))
+        r = try get("/jb")
+        #expect(r.body == Array("false".utf8) && r.headers.contains { $0 == ("X-A", "1") })
+        r = try get("/jt")
+        #expect(r.status == 201 && contentType(r) == "application/vnd.x+json")
+        #expect(try JSON.parse(r.body) == ["list": [1, ["deep": "}]"]], "empty": []])
+        #expect(failure { try vm.runRoute(CloudRouteRequest(method: "GET", path: "/bad")) }?.message
+                == "route: status must be an integer from 100 to 599")
+    }
+
     @Test func warmHelloCallCost() throws {
         let vm = try makeVM("cloud.define('hello', function(req) return 'hi' end)")
         let req = CloudRequest()

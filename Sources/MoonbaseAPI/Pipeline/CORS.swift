@@ -12,6 +12,8 @@ public struct CORSPolicy: Sendable {
     public var origins: [String]
 
     public static let excludedPrefixes = ["/dashboard"]
+    /// The same with a trailing slash, built once: `applies` runs on every request.
+    private static let excludedFolders = excludedPrefixes.map { $0 + "/" }
     public static let allowMethods = "GET, POST, PUT, DELETE, OPTIONS"
     public static let allowHeaders = "X-Parse-Master-Key, X-Parse-REST-API-Key, X-Parse-Javascript-Key, "
         + "X-Parse-Application-Id, X-Parse-Client-Version, X-Parse-Session-Token, X-Requested-With, "
@@ -30,7 +32,8 @@ public struct CORSPolicy: Sendable {
     }
 
     public func applies(_ path: String) -> Bool {
-        !origins.isEmpty && !CORSPolicy.excludedPrefixes.contains { path == $0 || path.hasPrefix($0 + "/") }
+        !origins.isEmpty && !CORSPolicy.excludedPrefixes.contains(path)
+            && !CORSPolicy.excludedFolders.contains { path.hasPrefix($0) }
     }
 
     /// The `Access-Control-Allow-Origin` value for `origin`, or nil when it is not allowed.
