@@ -2,7 +2,7 @@
 # `make test` runs the whole suite (unit tests + end-to-end tests against the real binary).
 SHELL := /bin/bash
 APT_PACKAGES := libsqlite3-dev liblua5.4-dev libmicrohttpd-dev libsodium-dev libssl-dev libwslay-dev libcurl4-openssl-dev libpq-dev pkg-config python3-venv sqlite3 curl
-BENCH_APT_PACKAGES := wrk linux-perf
+BENCH_APT_PACKAGES := wrk linux-perf valgrind binutils
 # The PostgreSQL tests' throw-away cluster (tests/pg/cluster.sh) runs Debian's PostgreSQL 15.
 PG_TEST_APT_PACKAGES := postgresql-15
 # The dashboard's browser tests: headless Chromium and its WebDriver (Selenium comes from PyPI).

@@ -268,6 +268,17 @@ def main():
         add(f"| accounting: W1 on {fmt(ron)} req/s, {fmt(con, 1)} µs/req; off {fmt(roff)} req/s, {fmt(coff, 1)} µs/req "
             f"(medians of {len(on)} alternated reps) | {dc:+.1f}% CPU/req, {dr:+.1f}% req/s (on vs off) "
             f"| < 5% apart | {yes(abs(dc) < 5)} (CPU/req; req/s {'within' if abs(dr) < 5 else 'outside'} 5%) |")
+    ai = f"{d}/moonbase/acct-instr.tsv"
+    if os.path.exists(ai):
+        with open(ai) as f:
+            r = {row["run"]: float(row["per_request_without_memset"]) for row in csv.DictReader(f, delimiter="\t")}
+        if {"on", "off", "whole-off"} <= r.keys():
+            extra = r["on"] - r["off"]
+            pct = extra / r["whole-off"] * 100
+            add(f"| accounting by instructions (callgrind, 2,000 sequential W1 requests per server; the request callback "
+                f"on {fmt(r['on'])}, off {fmt(r['off'])} per request; a whole request, accounting off, {fmt(r['whole-off'])}, "
+                f"memset's counted iterations aside) | {extra:+,.0f} instructions, {pct:+.2f}% of a request "
+                f"| < 5% apart | {yes(pct < 5)} |")
     i1 = f"{d}/moonbase/i1.json"
     if os.path.exists(i1):
         j = json.load(open(i1))

@@ -10,7 +10,8 @@
 # API), PocketBase (log on) W1/W2, nginx + Lua W1/W2; Moonbase (its defaults: request log on) W1
 # (route, function, 10 indexed reads), W3, W3s, W5, W2 on one process (RssAnon idle and after), with
 # a `perf` profile of W1 and W2 (one extra run each); W1 with accounting on vs off (two fresh
-# processes, reps alternated); W6 cleanup (profiled); R1/R2; I1 isolation.
+# processes, reps alternated; and by instructions under callgrind, bench/acct_instr.py); W6 cleanup
+# (profiled); R1/R2; I1 isolation.
 #
 # Env (defaults in brackets):
 #   DURATION [10s] WARMUP [3s] REPEAT [3] THREADS [1] CONNS [32] W5_CONNS [8]   wrk settings
@@ -279,6 +280,15 @@ for rep in $(seq 1 "$REPEAT"); do
   measure moonbase w1_acct_off "$rep" "$CONNS" "$OPID" "http://127.0.0.1:$PO/hello"
 done
 mb_stop acct-on; mb_stop acct-off
+# The same question by instructions (deterministic; the wrk pair above swings by ±6% from run to
+# run): bench/acct_instr.py counts W1's request callback under callgrind, on vs off.
+if command -v valgrind > /dev/null && command -v callgrind_control > /dev/null; then
+  log "accounting by instructions (callgrind)"
+  python3 "$HERE/acct_instr.py" --bin "$MOONBASE_BIN" --functions "$FULL" --out "$OUT/moonbase/acct-instr.tsv" \
+    > "$OUT/moonbase/acct-instr.txt" 2>&1 || log "warning: accounting by instructions failed (see moonbase/acct-instr.txt)"
+else
+  log "warning: valgrind is missing: accounting is measured by wrk only"
+fi
 
 # --- 6. W6: cleanupExpiredPosts over the expired posts, through the jobs API ---------------------
 P6=$(free_port); mb_start w6 "$P6" "$DATA6" "$FULL"

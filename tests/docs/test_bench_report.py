@@ -114,3 +114,22 @@ def test_report_has_the_peer_tables_and_the_profiles(tmp_path):
     assert "| W1 `GET /hello` | 40.0% | 0.0% | 0.0% | 0.0% | 30.0% | 30.0% | 0.0% | 0.0% |" in out
     assert "| W6 cleanup job | not profiled: perf record could not attach" in out
     assert os.path.basename(str(tmp_path)) in out
+
+
+def test_accounting_by_instructions_is_judged_against_a_whole_request(tmp_path):
+    (tmp_path / "moonbase").mkdir()
+    hdr = "run\trequests\tinstructions\tmemset\tper_request\tper_request_without_memset\n"
+
+    def report_row(on, off, whole):
+        (tmp_path / "moonbase" / "acct-instr.tsv").write_text(
+            hdr + f"on\t2000\t0\t0\t{on}\t{on}\noff\t2000\t0\t0\t{off}\t{off}\nwhole-off\t2000\t0\t0\t{whole}\t{whole}\n")
+        out = subprocess.run([sys.executable, str(ROOT / "bench" / "report.py"), str(tmp_path)],
+                             capture_output=True, text=True, check=True).stdout
+        return next(line for line in out.splitlines() if line.startswith("| accounting by instructions"))
+
+    # 2,500 more instructions in the callback, of a 100,000-instruction request: 2.5%.
+    row = report_row(94_000, 91_500, 100_000)
+    assert "+2,500 instructions, +2.50% of a request" in row and row.endswith("**met** |")
+    # 6,000 of 100,000: missed, although the callback alone grew by 6.6%.
+    row = report_row(97_500, 91_500, 100_000)
+    assert "+6.00% of a request" in row and row.endswith("**missed** |")
