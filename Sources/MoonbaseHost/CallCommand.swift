@@ -30,8 +30,8 @@ enum CallCommand {
             caller.identity = try host.services.objects.store.identity(forUser: id)
             caller.user = try host.services.auth.getUser(id, identity: .master)
         }
-        let result = try host.services.cloud.callFunction(name, params: params, caller: caller)
-        print(JSON.encodeString(["result": result]))
+        let answer = try host.services.cloud.functionAnswer(name, params: params, caller: caller)
+        print(String(decoding: answer, as: UTF8.self))
         return 0
     }
 }

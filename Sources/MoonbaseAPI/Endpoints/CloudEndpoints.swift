@@ -15,13 +15,7 @@ enum CloudEndpoints {
                 let name = req.param("name")
                 req.target = .function(name)
                 let params = try req.jsonBody()
-                let result = try s.cloud.callFunctionText(name, params: params, caller: s.caller(req))
-                var body: [UInt8] = []
-                body.reserveCapacity(result.count + 11)
-                body.append(contentsOf: #"{"result":"#.utf8)
-                body.append(contentsOf: result)
-                body.append(UInt8(ascii: "}"))
-                return .json(200, body)
+                return .json(200, try s.cloud.functionAnswer(name, params: params, caller: s.caller(req)))
             }),
             ("POST", "/parse/jobs/:name", Endpoint("jobs.start", access: .master) { req throws(ParseError) in
                 let name = req.param("name")

@@ -109,26 +109,22 @@ public final class CloudService: Sendable {
         return try body()
     }
 
-    public func callFunction(_ name: String, params: JSONObject, caller: CallerContext) throws(ParseError) -> JSONValue {
-        try onThreadVM(caller) { vm throws(ParseError) in
-            try vm.runFunction(name, params: params, request: request(caller), limits: limits.functions)
-        }
-    }
-
-    /// The same, answered with the function's return value as JSON text (the HTTP answer's).
-    public func callFunctionText(_ name: String, params: JSONObject, caller: CallerContext) throws(ParseError) -> [UInt8] {
-        try onThreadVM(caller) { vm throws(ParseError) in
-            try vm.runFunctionText(name, params: params, request: request(caller), limits: limits.functions)
-        }
-    }
-
-    /// Runs `body` on this thread's VM, metered for `caller`, with the I/O thread's attempt armed.
-    @inline(__always)
-    private func onThreadVM<T>(_ caller: CallerContext, _ body: (LuaVM) throws(ParseError) -> T) throws(ParseError) -> T {
+    /// Runs the function and answers `{"result": …}` with the return value as the bridge wrote
+    /// it (no value tree in between): the body of `POST /parse/functions/NAME` and of
+    /// `moonbase call`.
+    public func functionAnswer(_ name: String, params: JSONObject, caller: CallerContext) throws(ParseError) -> [UInt8] {
         let vm = try vm()
         armAttempt(vm)
         defer { vm.attemptNanos = 0 }   // (not consumed when the call failed before running)
-        return try metered(caller) { () throws(ParseError) -> T in try body(vm) }
+        let result = try metered(caller) { () throws(ParseError) -> [UInt8] in
+            try vm.runFunctionText(name, params: params, request: request(caller), limits: limits.functions)
+        }
+        var body: [UInt8] = []
+        body.reserveCapacity(result.count + 11)
+        body.append(contentsOf: #"{"result":"#.utf8)
+        body.append(contentsOf: result)
+        body.append(UInt8(ascii: "}"))
+        return body
     }
 
     /// Runs the `cloud.sendEmail` hook on this thread's VM, as master; false when none is declared.
@@ -146,8 +142,6 @@ public final class CloudService: Sendable {
     }
 
     public func runRoute(_ r: CloudRouteRequest, caller: CallerContext) throws(ParseError) -> CloudRouteResponse? {
-        // (Written out rather than through `onThreadVM`: the closure there copied the route
-        // request, a struct of a dozen fields, four times more per call.)
         let vm = try vm()
         armAttempt(vm)
         defer { vm.attemptNanos = 0 }   // (not consumed when the call failed before running)
