@@ -7,16 +7,23 @@ public struct Generation: Sendable {
     public let id: Int
     public let sources: [(file: String, text: String)]
     public let registry: CloudRegistry
-    /// The classes with an `afterFind` trigger: every read asks, so the answer is a set lookup
-    /// instead of a key string built per read.
-    let afterFindClasses: Set<String>
+    /// The trigger kinds of each class (`CloudTriggerKind.bit`): every read asks
+    /// about afterFind and every write about four kinds, so the answer is one lookup by class
+    /// name instead of a key string built (allocated and hashed) per question.
+    let triggerKinds: [String: UInt16]
 
     init(id: Int, sources: [(file: String, text: String)], registry: CloudRegistry) {
         self.id = id
         self.sources = sources
         self.registry = registry
-        let prefix = CloudRegistry.triggerKey(.afterFind, "")
-        afterFindClasses = Set(registry.triggers.keys.filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) })
+        var kinds: [String: UInt16] = [:]
+        for kind in CloudTriggerKind.allCases {
+            let prefix = CloudRegistry.triggerKey(kind, "")
+            for key in registry.triggers.keys where key.hasPrefix(prefix) {
+                kinds[String(key.dropFirst(prefix.count)), default: 0] |= kind.bit
+            }
+        }
+        triggerKinds = kinds
     }
 }
 
@@ -70,7 +77,7 @@ public final class CloudCode: Sendable {
     /// Whether the current generation has a `kind` trigger on `className`.
     public func hasTrigger(_ kind: CloudTriggerKind, _ className: String) -> Bool {
         current.read { g in
-            kind == .afterFind ? g.afterFindClasses.contains(className) : g.registry.trigger(kind, className) != nil
+            (g.triggerKinds[className] ?? 0) & kind.bit != 0
         }
     }
     /// The files the last load refused, with their errors (`file:line: message`).

@@ -14,6 +14,20 @@ public enum CloudTriggerKind: String, Sendable, CaseIterable {
     /// Realtime: `cloud.beforeConnect(fn)` and `cloud.onLiveQueryEvent(fn)` take no class
     /// (registered under the class name ""); `cloud.beforeSubscribe(Class, fn)` does.
     case beforeConnect, beforeSubscribe, onLiveQueryEvent
+
+    /// This kind's bit in a set of kinds (`Generation.triggerKinds`).
+    var bit: UInt16 {
+        switch self {
+        case .beforeSave: return 1
+        case .afterSave: return 1 << 1
+        case .beforeDelete: return 1 << 2
+        case .afterDelete: return 1 << 3
+        case .afterFind: return 1 << 4
+        case .beforeConnect: return 1 << 5
+        case .beforeSubscribe: return 1 << 6
+        case .onLiveQueryEvent: return 1 << 7
+        }
+    }
 }
 
 /// One field rule of a function's `fields` validator (Parse's).

@@ -76,6 +76,34 @@ public enum ChangeFeed {
         return events.count
     }
 
+    /// A create's row, from the values at hand: `record` with the filter `t.rid = ?` read the new
+    /// row back from the class table (a B-tree seek) and built its statement's text on every
+    /// call (the class table is in it); this statement's text is the same for every class, so it
+    /// is prepared once per connection. Same row, same events.
+    static let insertedSQL = "INSERT INTO _mb_changes(cls, oid, op, at, perm, rid) VALUES(?, ?, 'save', ?, NULL, ?)"
+
+    /// Records the creation of `objectId` (row `rid` of `className`).
+    /// - Returns: the number of events queued (0 or 1; 0 without a listener on the class).
+    @discardableResult
+    static func recordInserted(_ tx: WriteTransaction, _ className: String, objectId: String, rid: Int64) throws(ParseError) -> Int {
+        let ctx = try tx.storeContext()
+        let now = ctx.clock.nowMillis()
+        try tx.connection.withStatement(insertedSQL) { (s) throws(ParseError) in
+            try s.bind(.text(className), at: 1)
+            try s.bind(.text(objectId), at: 2)
+            try s.bind(.integer(now), at: 3)
+            try s.bind(.integer(rid), at: 4)
+            try s.step()
+        }
+        guard let listener = ctx.changes.listener else { return 0 }
+        let seq = tx.connection.lastInsertRowid
+        // Unobserved: a mark of the seq (an empty objectId), as `record` queues.
+        let observed = listener.observes(className)
+        pend(tx, [ChangeEvent(seq: seq, className: className, objectId: observed ? objectId : "", op: .save,
+                              original: nil, current: nil, hasPayload: false)])
+        return observed ? 1 : 0
+    }
+
     /// Fills the last `count` queued save events with the objects as now stored and, from
     /// `originals` (`originals(…)` taken before the write), as they were.
     static func complete(_ tx: WriteTransaction, _ className: String, count: Int,

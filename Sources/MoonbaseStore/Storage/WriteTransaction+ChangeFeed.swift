@@ -13,9 +13,9 @@ extension WriteTransaction {
         let originals: [String: JSONObject]?
     }
 
-    /// After an insert: the new row (by rid) gets its seq.
-    func feedInserted(_ className: String, rid: Int64) throws(ParseError) {
-        let n = try ChangeFeed.record(self, className, op: .save, filter: "t.rid = ?", binds: [.integer(rid)])
+    /// After an insert: the new row gets its seq.
+    func feedInserted(_ className: String, objectId: String, rid: Int64) throws(ParseError) {
+        let n = try ChangeFeed.recordInserted(self, className, objectId: objectId, rid: rid)
         try ChangeFeed.complete(self, className, count: n, originals: nil)
     }
 

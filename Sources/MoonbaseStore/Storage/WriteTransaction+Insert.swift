@@ -45,7 +45,7 @@ extension WriteTransaction {
         }
         try applyRelations(plan.relations, owner: objectId, className: className)
         let rid = connection.lastInsertRowid
-        try feedInserted(className, rid: rid)
+        try feedInserted(className, objectId: objectId, rid: rid)
         return StoredObject(className: className, rid: rid, objectId: objectId, createdAt: now,
                             updatedAt: now, acl: aclBytes, rperm: rperm, wperm: wperm, data: dataBytes)
     }
