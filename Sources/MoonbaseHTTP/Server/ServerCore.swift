@@ -245,14 +245,14 @@ final class ServerCore: Sendable {
         var hasType = false
         for (k, v) in response.headers {
             if asciiCaseEqual(k, "content-type") { hasType = true }
-            _ = MHD_add_response_header(r, k, v)
+            Self.addHeader(r, k, v)
         }
         if !hasType && response.status != 204 && response.status != 304 {
-            _ = MHD_add_response_header(r, "Content-Type", HTTPResponse.jsonContentType)
+            Self.addHeader(r, "Content-Type", HTTPResponse.jsonContentType)
         }
-        _ = MHD_add_response_header(r, "X-Request-Id", state.request.requestId)
+        Self.addHeader(r, "X-Request-Id", state.request.requestId)
         if close || closing.load(ordering: .relaxed) {
-            _ = MHD_add_response_header(r, "Connection", "close")
+            Self.addHeader(r, "Connection", "close")
         }
         let rc = mb_queue_app_response(state.connection, UInt32(clamping: response.status), r)
         MHD_destroy_response(r)
@@ -260,6 +260,13 @@ final class ServerCore: Sendable {
     }
 
     // MARK: Helpers
+
+    /// Adds one response header. `withCString` hands over a small string (most header names,
+    /// request ids) from a copy on the stack; passing a String where C wants `const char *` made
+    /// a heap array for each (`utf8CString`): ~600 instructions a header, on every response.
+    static func addHeader(_ r: OpaquePointer, _ name: String, _ value: String) {
+        name.withCString { n in value.withCString { v in _ = MHD_add_response_header(r, n, v) } }
+    }
 
     func connectionContext(_ conn: OpaquePointer) -> ConnectionContext? {
         guard let raw = mb_mhd_socket_context(conn) else { return nil }
