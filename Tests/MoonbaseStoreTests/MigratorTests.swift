@@ -51,7 +51,7 @@ struct MigratorTests {
         }
         #expect(try version(c) == Migrator.currentVersion)
         #expect(try c.scalar("SELECT 1 FROM pragma_table_info('_mb_usage') WHERE name = 'events'") == .integer(1))
-        #expect(Migrator.currentVersion == 4)
+        #expect(Migrator.currentVersion == 5)
         // The tables work through the store's protocols.
         try store.updateConfig([.set("greeting", "hi")])
         #expect(try store.configParameters() == [ConfigParameter(name: "greeting", value: "hi", masterKeyOnly: false)])
@@ -150,15 +150,16 @@ struct MigratorTests {
         again.database.close()
     }
 
-    /// A database the migrator left at `version` (2 or 3), with a `Note` class table and the
+    /// A database the migrator left at `version` (2, 3 or 4), with a `Note` class table and the
     /// rows `setup` writes: version 2 indexed every change-feed row by (class, objectId),
-    /// version 3 only the saves.
+    /// version 3 only the saves, version 4 the saves by (class, rid).
     func writeDatabase(atVersion version: Int64, _ setup: String) throws {
         let c = try Connection(path: path)
         defer { c.close() }
         try c.execute(Migrator.version1)
         try Migrator.upgradeToVersion2(c)
         try c.execute(version >= 3 ? Migrator.version3 : "DROP INDEX _mb_changes_obj; CREATE INDEX _mb_changes_obj ON _mb_changes(cls, oid)")
+        if version >= 4 { try Migrator.upgradeToVersion4(c) }
         try c.execute("PRAGMA user_version=\(version)")
         try c.execute(Naming.classTableDDL("Note"))
         try c.execute(setup)
@@ -198,7 +199,7 @@ struct MigratorTests {
         let store = try SQLiteDocumentStore(path: path)
         let c = try Connection(path: path)
         defer { c.close() }
-        #expect(try version(c) == 4)
+        #expect(try version(c) == Migrator.currentVersion)
         var sql = ""
         if case .text(let t)? = try c.scalar("SELECT sql FROM sqlite_master WHERE name = '_mb_changes_obj'") { sql = t }
         #expect(sql.contains("(cls, rid)") && sql.contains("WHERE op = 'save'"), "\(sql)")
@@ -216,6 +217,52 @@ struct MigratorTests {
         var n2: [Int64] = []
         try c.query("SELECT seq FROM _mb_changes WHERE oid = 'n2'") { s in n2.append(s.int64(0)) }
         #expect(n2 == [6])
+        store.database.close()
+    }
+
+    /// Version 4 kept a GeoPoint field's R*Tree by an insert trigger too; version 5 drops it
+    /// (creates write their R*Tree rows themselves). Points written before are still found, a
+    /// create after the upgrade is found, updates and deletes still follow by trigger.
+    @Test func version4GeoInsertTriggersAreDropped() throws {
+        try writeDatabase(atVersion: 4, """
+            INSERT INTO _mb_schema(className, fields) VALUES ('Place', '{"loc":{"type":"GeoPoint"}}');
+            \(Naming.classTableDDL("Place"))
+            \(Naming.geoDDL("Place", "loc"))
+            CREATE TRIGGER "Place__geo__loc__ai" AFTER INSERT ON "Place" BEGIN
+              INSERT INTO "Place__geo__loc"(id, minLat, maxLat, minLng, maxLng) SELECT id, la, la, ln, ln FROM (SELECT new.rid AS id, la, ln FROM (SELECT json_extract(new.data,'$.loc.latitude') AS la, json_extract(new.data,'$.loc.longitude') AS ln) WHERE la IS NOT NULL AND ln IS NOT NULL);
+            END;
+            INSERT INTO "Place"(objectId, createdAt, updatedAt, data) VALUES ('p1', 1, 1, '{"loc":{"__type":"GeoPoint","latitude":10.5,"longitude":20.5}}');
+            """)
+        let store = try SQLiteDocumentStore(path: path)
+        let c = try Connection(path: path)
+        defer { c.close() }
+        #expect(try version(c) == 5)
+        let triggers = try names(c).filter { $0.hasPrefix("Place__geo__loc__") }.sorted()
+        #expect(triggers == ["Place__geo__loc__ad", "Place__geo__loc__au"])
+        func inBox() throws -> [String] {
+            let w: JSONValue = ["loc": ["$within": ["$box": [["__type": "GeoPoint", "latitude": 10, "longitude": 20],
+                                                             ["__type": "GeoPoint", "latitude": 11, "longitude": 21]]]]]
+            let r = try store.find(FindQuery(className: "Place", where: w, limit: 100, keys: ["objectId"]), identity: .master)
+            return try r.objects().compactMap { $0["objectId"]?.stringValue }.sorted()
+        }
+        func rtreeRows() throws -> Int64 {
+            if case .integer(let n)? = try c.scalar("SELECT count(*) FROM \"Place__geo__loc\"") { return n }
+            return -1
+        }
+        #expect(try inBox() == ["p1"])
+        let p2 = try store.insert("Place", fields: ["loc": ["__type": "GeoPoint", "latitude": 10.25, "longitude": 20.75]],
+                                  acl: nil, identity: .master).objectId
+        _ = try store.insert("Place", fields: ["loc": ["__type": "GeoPoint", "latitude": 50, "longitude": 20.75]],
+                             acl: nil, identity: .master)
+        _ = try store.insert("Place", fields: ["name": "nowhere"], acl: nil, identity: .master)
+        #expect(try inBox() == ["p1", p2].sorted())
+        #expect(try rtreeRows() == 3)
+        _ = try store.update("Place", objectId: p2, changes: ["loc": ["__type": "GeoPoint", "latitude": 60, "longitude": 20.75]],
+                             identity: .master)
+        #expect(try inBox() == ["p1"])
+        try store.delete("Place", objectId: "p1", identity: .master)
+        #expect(try inBox() == [])
+        #expect(try rtreeRows() == 2)
         store.database.close()
     }
 

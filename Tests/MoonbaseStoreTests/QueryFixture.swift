@@ -48,7 +48,16 @@ final class QueryFixture: QuerySchemaSource {
         try conn.run("INSERT INTO \(Naming.table(className))(objectId, createdAt, updatedAt, ACL, rperm, wperm, data) VALUES (?,?,?,?,?,NULL,?)",
                      [.text(objectId), .integer(created), .integer(created), acl.map { .text(JSON.encodeString($0)) } ?? .null,
                       rperm.map { .text($0) } ?? .null, .text(JSON.encodeString(data))])
+        try insertGeoRows(className, data, rid: conn.lastInsertRowid)
         return objectId
+    }
+
+    /// The R*Tree rows of an object inserted directly, as `WriteTransaction.insert` writes them.
+    func insertGeoRows(_ className: String, _ data: JSONValue, rid: Int64) throws {
+        for (f, info) in schemas[className]?.fields ?? [:] where info.type == .geoPoint {
+            guard let p = data[f]?.objectValue, let lat = p["latitude"]?.doubleValue, let lng = p["longitude"]?.doubleValue else { continue }
+            try conn.run(Naming.geoInsertSQL(className, f), [.integer(rid), .real(lat), .real(lng)])
+        }
     }
 
     /// Runs a find and returns the result objects.

@@ -28,6 +28,10 @@ def user_version(path):
         con.close()
 
 
+def GEO(lat, lng):
+    return {"__type": "GeoPoint", "latitude": lat, "longitude": lng}
+
+
 def cli(*args):
     return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, MOONBASE_MASTER_KEY=MASTER_KEY))
@@ -46,8 +50,10 @@ def test_previous_release_database_is_upgraded_in_place(server_factory):
     before = s.req("GET", "/admin/usage", params={"by": "account"}, master=True).json()["rows"]
     units_before = next(r["units"] for r in before if r["key"] == "app")
     assert units_before > 0
+    spot = s.req("POST", "/parse/classes/Spot", {"at": GEO(10.5, 20.5)}, master=True)
+    assert spot.status_code == 201, spot.text
     s.stop()
-    assert user_version(db_path(s)) == 4
+    assert user_version(db_path(s)) == 5
 
     # What the previous release left: the same tables, made by their modules without a version
     # (only the schema and request-id tables were versioned, as 1), and a usage table from
@@ -55,11 +61,29 @@ def test_previous_release_database_is_upgraded_in_place(server_factory):
     con = sqlite3.connect(db_path(s))
     con.execute("ALTER TABLE _mb_usage DROP COLUMN events")
     con.execute("PRAGMA user_version=1")
+    # Releases before schema version 5 kept a GeoPoint's R*Tree with an insert trigger as well.
+    con.execute("""CREATE TRIGGER "Spot__geo__at__ai" AFTER INSERT ON "Spot" BEGIN
+      INSERT INTO "Spot__geo__at"(id, minLat, maxLat, minLng, maxLng) SELECT id, la, la, ln, ln FROM (SELECT new.rid AS id, la, ln
+        FROM (SELECT json_extract(new.data,'$.at.latitude') AS la, json_extract(new.data,'$.at.longitude') AS ln)
+        WHERE la IS NOT NULL AND ln IS NOT NULL);
+      END""")
     con.commit()
     con.close()
 
     s.start()
-    assert user_version(db_path(s)) == 4
+    assert user_version(db_path(s)) == 5
+    con = sqlite3.connect(db_path(s))
+    triggers = sorted(r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'Spot'"))
+    con.close()
+    assert triggers == ["Spot__geo__at__ad", "Spot__geo__at__au"], triggers
+    # Points stored before are found; a point created after the upgrade is stored once, and found.
+    box = {"at": {"$within": {"$box": [GEO(10, 20), GEO(11, 21)]}}}
+    assert [o["objectId"] for o in s.req("GET", "/parse/classes/Spot", params={"where": json.dumps(box)}).json()["results"]] \
+        == [spot.json()["objectId"]]
+    spot2 = s.req("POST", "/parse/classes/Spot", {"at": GEO(10.25, 20.25)}, master=True)
+    assert spot2.status_code == 201, spot2.text
+    found = s.req("GET", "/parse/classes/Spot", params={"where": json.dumps(box)}).json()["results"]
+    assert sorted(o["objectId"] for o in found) == sorted([spot.json()["objectId"], spot2.json()["objectId"]])
     # The session made before the upgrade still works, and so does the password.
     me = s.req("GET", "/parse/users/me", session=token)
     assert me.status_code == 200 and me.json()["username"] == "ann", me.text

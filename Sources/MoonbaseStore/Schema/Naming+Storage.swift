@@ -62,10 +62,19 @@ extension Naming {
     }
 
     /// The R*Tree of a GeoPoint field, back-filled, and the triggers keeping it in sync with the
-    /// class table on insert, update (only when the point changed) and delete, so every write
-    /// path (including set-based `deleteWhere`/`updateWhere`) maintains it in the same transaction.
+    /// class table on update (only when the point changed) and delete, so every write path that
+    /// changes rows (including set-based `deleteWhere`/`updateWhere`) maintains it in the same
+    /// transaction. Rows are created only by `WriteTransaction.insert`, which writes a new
+    /// object's R*Tree rows itself (`insertGeoRows`) from the values it holds: an insert trigger
+    /// cost a sub-program and a parse of the row's JSON text per create (schema version 5
+    /// dropped the insert triggers of earlier versions).
     /// Also the geo cell index (`geoCellExpr`, createdAt): newest-first within an area reads a
     /// few index entries per cell (`GeoCellPlan`) instead of every point of the area.
+    /// A new object's R*Tree row: binds rid, latitude, longitude (`WriteTransaction.insertGeoRows`).
+    static func geoInsertSQL(_ c: String, _ f: String) -> String {
+        "INSERT INTO \(geoTable(c, f))(id, minLat, maxLat, minLng, maxLng) VALUES(?1, ?2, ?2, ?3, ?3)"
+    }
+
     static func geoDDL(_ c: String, _ f: String) -> String {
         let g = geoTable(c, f)
         let raw = "\(c)__geo__\(f)"
@@ -78,9 +87,6 @@ extension Naming {
         INSERT OR REPLACE INTO \(g)(id, minLat, maxLat, minLng, maxLng)
           SELECT rid, la, la, ln, ln FROM (SELECT rid, json_extract(data,'$.\(f).latitude') AS la, json_extract(data,'$.\(f).longitude') AS ln FROM \(table(c)))
           WHERE la IS NOT NULL AND ln IS NOT NULL;
-        CREATE TRIGGER IF NOT EXISTS "\(raw)__ai" AFTER INSERT ON \(table(c)) BEGIN
-          INSERT INTO \(g)(id, minLat, maxLat, minLng, maxLng) SELECT id, la, la, ln, ln FROM (\(point("new")));
-        END;
         CREATE TRIGGER IF NOT EXISTS "\(raw)__au" AFTER UPDATE OF data ON \(table(c))
           WHEN json_extract(old.data,'$.\(f)') IS NOT json_extract(new.data,'$.\(f)') BEGIN
           DELETE FROM \(g) WHERE id = old.rid;
