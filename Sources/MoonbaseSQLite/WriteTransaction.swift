@@ -39,25 +39,38 @@ public final class WriteTransaction {
         }
     }
 
+    /// The statements of the savepoint at `depth` (`mb_sp<depth>`), written once for the depths
+    /// writes reach (a grouped create nests two deep): built per savepoint, their texts were
+    /// ~2,000 instructions of every create.
+    static let savepoints: [(open: String, release: String, rollback: String)] = (0...8).map(savepointTexts)
+
+    static func savepointTexts(_ depth: Int) -> (open: String, release: String, rollback: String) {
+        ("SAVEPOINT mb_sp\(depth)", "RELEASE mb_sp\(depth)", "ROLLBACK TO mb_sp\(depth)")
+    }
+
+    static func savepointSQL(_ depth: Int) -> (open: String, release: String, rollback: String) {
+        depth < savepoints.count ? savepoints[depth] : savepointTexts(depth)
+    }
+
     /// A nested write: a savepoint that a failing `body` rolls back (only its own changes, its
     /// `userInfo` edits and commit hooks) before the error propagates to the caller, who may
     /// catch it and carry on, or let it roll back everything.
     public func nested<T>(_ body: (WriteTransaction) throws(ParseError) -> T) throws(ParseError) -> T {
         savepointDepth += 1
-        let name = "mb_sp\(savepointDepth)"
         defer { savepointDepth -= 1 }
-        try connection.run("SAVEPOINT \(name)")
+        let sql = Self.savepointSQL(savepointDepth)
+        try connection.run(sql.open)
         let savedInfo = userInfo
         let savedHooks = commitHooks.count
         do {
             let result = try body(self)
-            try connection.run("RELEASE \(name)")
+            try connection.run(sql.release)
             return result
         } catch {
             // If SQLite already rolled the whole transaction back (e.g. disk full) these fail
             // and the outer COMMIT will report it; the original error is what matters here.
-            _ = try? connection.run("ROLLBACK TO \(name)")
-            _ = try? connection.run("RELEASE \(name)")
+            _ = try? connection.run(sql.rollback)
+            _ = try? connection.run(sql.release)
             userInfo = savedInfo
             commitHooks.removeSubrange(savedHooks...)
             throw error
