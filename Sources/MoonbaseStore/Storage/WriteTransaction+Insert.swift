@@ -1,3 +1,4 @@
+import Synchronization
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseJSON
@@ -32,7 +33,9 @@ extension WriteTransaction {
         let aclBytes = aclObject.map { JSONValue.object($0).jsonBytes }
         let dataBytes = JSONValue.object(plan.data).jsonBytes
         let now = ctx.clock.nowMillis()
-        let sql = "INSERT INTO \(Naming.table(className))(objectId, createdAt, updatedAt, ACL, rperm, wperm, data) VALUES(?,?,?,?,?,?,?)"
+        let sql = Self.classSQL.text(className, "insert") {
+            "INSERT INTO \(Naming.table(className))(objectId, createdAt, updatedAt, ACL, rperm, wperm, data) VALUES(?,?,?,?,?,?,?)"
+        }
         try connection.withStatement(sql) { (s) throws(ParseError) in
             try s.bind(.text(objectId), at: 1)
             try s.bind(.integer(now), at: 2)
@@ -59,12 +62,30 @@ extension WriteTransaction {
             guard case .object(let point) = e.value, point["__type"]?.stringValue == "GeoPoint",
                   schema.fields[e.key]?.type == .geoPoint,
                   let lat = point["latitude"]?.doubleValue, let lng = point["longitude"]?.doubleValue else { continue }
-            try connection.withStatement(Naming.geoInsertSQL(className, e.key)) { (s) throws(ParseError) in
+            let sql = Self.classSQL.text(className, e.key) { Naming.geoInsertSQL(className, e.key) }
+            try connection.withStatement(sql) { (s) throws(ParseError) in
                 try s.bind(.integer(rid), at: 1)
                 try s.bind(.real(lat), at: 2)
                 try s.bind(.real(lng), at: 3)
                 try s.step()
             }
         }
+    }
+
+    /// The insert statements' texts, per class (keys: "insert", or a GeoPoint field's name).
+    static let classSQL = ClassSQLTexts()
+}
+
+/// Statement texts built from class and field names, kept once built: interpolating them cost
+/// ~4,500 instructions of every create (a lookup here ~400). Names come from schemas, so the
+/// cache stays small; a class dropped and made again gets the same texts.
+final class ClassSQLTexts: Sendable {
+    private let texts = Mutex<[String: [String: String]]>([:])
+
+    func text(_ className: String, _ key: String, build: () -> String) -> String {
+        if let t = texts.withLock({ $0[className]?[key] }) { return t }
+        let t = build()
+        texts.withLock { $0[className, default: [:]][key] = t }
+        return t
     }
 }
