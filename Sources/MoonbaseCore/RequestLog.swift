@@ -12,10 +12,12 @@ extension Log {
         guard enabled(.info) else { return }
         var line: [UInt8] = []
         line.reserveCapacity(96 + path.utf8.count + account.utf8.count + requestId.utf8.count)
-        let ts = ISO8601.format(millis: SystemClock().nowMillis())
+        // The time is written straight into the line (`ISO8601.format` made an array and a
+        // String per request for it).
+        let now = SystemClock().nowMillis()
         if formatRaw.load(ordering: .relaxed) == 1 {
             line.append(contentsOf: #"{"time":""#.utf8)
-            line.append(contentsOf: ts.utf8)
+            ISO8601.append(millis: now, to: &line)
             line.append(contentsOf: #"","level":"info","requestId":"#.utf8)
             appendQuoted(&line, requestId)
             line.append(contentsOf: #","msg":"request","method":"#.utf8)
@@ -30,7 +32,7 @@ extension Log {
             appendQuoted(&line, account)
             line.append(contentsOf: "}\n".utf8)
         } else {
-            line.append(contentsOf: ts.utf8)
+            ISO8601.append(millis: now, to: &line)
             line.append(contentsOf: " INFO [".utf8)
             line.append(contentsOf: requestId.utf8)
             line.append(contentsOf: "] ".utf8)
