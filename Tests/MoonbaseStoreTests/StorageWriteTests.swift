@@ -21,6 +21,28 @@ struct StorageWriteTests {
         #expect(got == o)
     }
 
+    /// A create writes its R*Tree rows itself, from statement texts kept per class and key: two
+    /// GeoPoint fields, one named as a statement might be keyed, each land in their own R*Tree.
+    @Test func createsWriteEveryGeoPointsRTreeRow() throws {
+        func point(_ lat: Double, _ lng: Double) -> JSONValue { ["__type": "GeoPoint", "latitude": .double(lat), "longitude": .double(lng)] }
+        for i in 0..<3 {
+            _ = try f.store.insert("Spot", fields: ["insert": point(10 + Double(i), 20), "at": point(-10, -20 - Double(i))],
+                                   acl: nil, identity: .master)
+        }
+        _ = try f.store.insert("Spot", fields: ["name": "no point"], acl: nil, identity: .master)
+        func rows(_ field: String) throws -> [String] {
+            var out: [String] = []
+            try f.store.database.read { (c) throws(ParseError) in
+                try c.query("SELECT id, minLat, maxLng FROM \(Naming.geoTable("Spot", field)) ORDER BY id") { s in
+                    out.append("\(s.int64(0)) \(s.double(1)) \(s.double(2))")
+                }
+            }
+            return out
+        }
+        #expect(try rows("insert") == ["1 10.0 20.0", "2 11.0 20.0", "3 12.0 20.0"])
+        #expect(try rows("at") == ["1 -10.0 -20.0", "2 -10.0 -21.0", "3 -10.0 -22.0"])
+    }
+
     @Test func typedValuesRoundTripCanonically() throws {
         let body = try StorageFixture.obj("""
             {"when":{"__type":"Date","iso":"2026-11-29T21:23:45+01:00"},

@@ -33,7 +33,7 @@ extension WriteTransaction {
         let aclBytes = aclObject.map { JSONValue.object($0).jsonBytes }
         let dataBytes = JSONValue.object(plan.data).jsonBytes
         let now = ctx.clock.nowMillis()
-        let sql = Self.classSQL.text(className, "insert") {
+        let sql = Self.classSQL.text(className, "") {
             "INSERT INTO \(Naming.table(className))(objectId, createdAt, updatedAt, ACL, rperm, wperm, data) VALUES(?,?,?,?,?,?,?)"
         }
         try connection.withStatement(sql) { (s) throws(ParseError) in
@@ -72,7 +72,8 @@ extension WriteTransaction {
         }
     }
 
-    /// The insert statements' texts, per class (keys: "insert", or a GeoPoint field's name).
+    /// The insert statements' texts, per class: key "" the class row's (no field is named ""),
+    /// a GeoPoint field's name its R*Tree row's.
     static let classSQL = ClassSQLTexts()
 }
 
