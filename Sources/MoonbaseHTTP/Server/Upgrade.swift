@@ -84,8 +84,8 @@ extension ServerCore {
             guard let r = MHD_create_response_for_upgrade(mhdUpgraded, cls) else { return .NO }
             defer { MHD_destroy_response(r) }
             // libmicrohttpd adds `Connection: Upgrade` itself.
-            _ = MHD_add_response_header(r, "Upgrade", name)
-            for (k, v) in headers { _ = MHD_add_response_header(r, k, v) }
+            ServerCore.addHeader(r, "Upgrade", name)
+            for (k, v) in headers { ServerCore.addHeader(r, k, v) }
             return MHD_queue_response(state.connection, 101, r)
         }
     }

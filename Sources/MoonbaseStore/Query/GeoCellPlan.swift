@@ -1,6 +1,5 @@
 import MoonbaseCore
 import MoonbaseSQLite
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -120,27 +119,21 @@ struct GeoCellPlan {
         let c = builder.compiled
         let key = TextKey(className: builder.schema.className, field: geo.field, exact: geo.exactSQL, residual: c.residualSQL,
                           acl: builder.acl?.sql ?? "", descending: descending)
-        let sql: (edge: String, inner: String)
-        if let known = texts.withLock({ $0[key] }) {
-            sql = known
-        } else {
-            sql = (cellSQL(builder: builder, geo: geo, exact: true, descending: descending).sql,
-                   cellSQL(builder: builder, geo: geo, exact: false, descending: descending).sql)
-            texts.withLock { m in
-                if m.count >= 1024 { m.removeAll(keepingCapacity: true) }   // keys come from code and schemas: a handful
-                m[key] = sql
-            }
+        let sql = texts.value(key) {
+            CellTexts(edge: cellSQL(builder: builder, geo: geo, exact: true, descending: descending).sql,
+                      inner: cellSQL(builder: builder, geo: geo, exact: false, descending: descending).sql)
         }
         // `QueryCompiler.and` keeps every part's binds in order (a part it drops, "1", has none).
         let shared = c.residualBinds + (builder.acl?.binds ?? [])
         return (QueryCompiler.Frag(sql.edge, geo.exactBinds + shared), QueryCompiler.Frag(sql.inner, shared))
     }
 
-    private struct TextKey: Hashable {
+    private struct TextKey: Hashable, Sendable {
         let className: String, field: String, exact: String, residual: String, acl: String
         let descending: Bool
     }
-    private static let texts = Mutex<[TextKey: (edge: String, inner: String)]>([:])
+    private struct CellTexts: Sendable { let edge: String, inner: String }
+    private static let texts = TextMemo<TextKey, CellTexts>()
 
     /// Whether the class has the cell index (tables created before it existed do not).
     /// Probed with the smallest statement that names the index (preparing fails without it),

@@ -1,7 +1,6 @@
 import MoonbaseCore
 import MoonbaseJSON
 import MoonbaseSQLite
-import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -208,20 +207,12 @@ struct GeoTexts: Sendable {
     /// inner and outer tests (a distance), or the box (one box), then the exact binds.
     let rtreeExact: String
 
-    /// Texts by key; a bounded cache (keys come from code, so a handful per app): emptied
-    /// when full rather than tracking use.
-    private static let memo = Mutex<[Key: GeoTexts]>([:])
-    static let maxEntries = 1024
+    /// Texts by key.
+    private static let memo = TextMemo<Key, GeoTexts>()
 
     static func of(className: String, field: String, shape: Shape, boxCount: Int) -> GeoTexts {
         let key = Key(className: className, field: field, shape: shape, boxCount: boxCount)
-        if let t = memo.withLock({ $0[key] }) { return t }
-        let t = build(key)
-        memo.withLock { m in
-            if m.count >= maxEntries { m.removeAll(keepingCapacity: true) }
-            m[key] = t
-        }
-        return t
+        return memo.value(key) { build(key) }
     }
 
     static func build(_ k: Key) -> GeoTexts {

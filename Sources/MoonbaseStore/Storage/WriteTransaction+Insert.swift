@@ -1,4 +1,3 @@
-import Synchronization
 import MoonbaseCore
 import MoonbaseCrypto
 import MoonbaseJSON
@@ -33,7 +32,7 @@ extension WriteTransaction {
         let aclBytes = aclObject.map { JSONValue.object($0).jsonBytes }
         let dataBytes = JSONValue.object(plan.data).jsonBytes
         let now = ctx.clock.nowMillis()
-        let sql = Self.classSQL.text(className, "") {
+        let sql = Self.insertTexts.value(InsertText(className: className, geoField: nil)) {
             "INSERT INTO \(Naming.table(className))(objectId, createdAt, updatedAt, ACL, rperm, wperm, data) VALUES(?,?,?,?,?,?,?)"
         }
         try connection.withStatement(sql) { (s) throws(ParseError) in
@@ -47,7 +46,7 @@ extension WriteTransaction {
             try s.step()
         }
         let rid = connection.lastInsertRowid
-        try insertGeoRows(className, schema, plan.data, rid: rid)
+        try insertGeoRows(className, plan.data, rid: rid)
         try applyRelations(plan.relations, owner: objectId, className: className)
         try feedInserted(className, objectId: objectId, rid: rid)
         return StoredObject(className: className, rid: rid, objectId: objectId, createdAt: now,
@@ -56,13 +55,16 @@ extension WriteTransaction {
 
     /// The R*Tree rows of a new object's GeoPoints (`Naming.geoDDL`), from the values at hand.
     /// Updates and deletes keep the R*Tree by trigger; a create's trigger cost a sub-program and
-    /// a parse of the row's JSON text per insert (~15k instructions of a ~360k create).
-    func insertGeoRows(_ className: String, _ schema: ClassSchema, _ data: JSONObject, rid: Int64) throws(ParseError) {
+    /// a parse of the row's JSON text per insert (~15k instructions of a ~360k create). A stored
+    /// top-level GeoPoint is a GeoPoint field: `InsertPlan` validated the point and
+    /// `ensureFields` the field's type, which gave the field its R*Tree.
+    func insertGeoRows(_ className: String, _ data: JSONObject, rid: Int64) throws(ParseError) {
         for e in data.entries {
             guard case .object(let point) = e.value, point["__type"]?.stringValue == "GeoPoint",
-                  schema.fields[e.key]?.type == .geoPoint,
                   let lat = point["latitude"]?.doubleValue, let lng = point["longitude"]?.doubleValue else { continue }
-            let sql = Self.classSQL.text(className, e.key) { Naming.geoInsertSQL(className, e.key) }
+            let sql = Self.insertTexts.value(InsertText(className: className, geoField: e.key)) {
+                Naming.geoInsertSQL(className, e.key)
+            }
             try connection.withStatement(sql) { (s) throws(ParseError) in
                 try s.bind(.integer(rid), at: 1)
                 try s.bind(.real(lat), at: 2)
@@ -72,21 +74,10 @@ extension WriteTransaction {
         }
     }
 
-    /// The insert statements' texts, per class: key "" the class row's (no field is named ""),
-    /// a GeoPoint field's name its R*Tree row's.
-    static let classSQL = ClassSQLTexts()
-}
-
-/// Statement texts built from class and field names, kept once built: interpolating them cost
-/// ~4,500 instructions of every create (a lookup here ~400). Names come from schemas, so the
-/// cache stays small; a class dropped and made again gets the same texts.
-final class ClassSQLTexts: Sendable {
-    private let texts = Mutex<[String: [String: String]]>([:])
-
-    func text(_ className: String, _ key: String, build: () -> String) -> String {
-        if let t = texts.withLock({ $0[className]?[key] }) { return t }
-        let t = build()
-        texts.withLock { $0[className, default: [:]][key] = t }
-        return t
+    /// The insert statements' texts: a class row's (`geoField` nil) and a GeoPoint's R*Tree row's.
+    struct InsertText: Hashable, Sendable {
+        let className: String
+        let geoField: String?
     }
+    static let insertTexts = TextMemo<InsertText, String>()
 }
