@@ -374,6 +374,17 @@ public final class Database: Sendable {
 
     public var closed: Bool { isClosed.load(ordering: .acquiring) }
 
+    /// The WAL is at the checkpoint threshold or over it, and not yet all copied into the file.
+    var walCallsForCheckpoint: Bool {
+        !wal.restartDue.load(ordering: .acquiring)
+            && Int(wal.frames.load(ordering: .relaxed)) >= wal.threshold.load(ordering: .acquiring)
+    }
+
+    /// Checkpoint rounds run so far, and those among them that began with nothing to do.
+    var checkpointRounds: (all: Int, needless: Int) {
+        (wal.checkpointer.rounds.load(ordering: .relaxed), wal.checkpointer.needlessRounds.load(ordering: .relaxed))
+    }
+
     /// The WAL size (frames) from which a commit asks the checkpoint thread for a round now.
     public var checkpointThresholdFrames: Int { wal.threshold.load(ordering: .acquiring) }
 }
@@ -387,6 +398,8 @@ final class WALState: Sendable {
     let threshold: Atomic<Int>
     /// The WAL is all copied into the database file: the next commit starts it over.
     let restartDue = Atomic<Bool>(false)
+    /// The WAL's size in frames after the writer's last commit (set by the WAL hook).
+    let frames = Atomic<Int32>(0)
     let shortHold = Atomic<Bool>(false)
     let checkpointer: Checkpointer
     init(threshold: Int, checkpointer: Checkpointer) {
@@ -402,6 +415,7 @@ private let walHook: @convention(c) (UnsafeMutableRawPointer?, OpaquePointer?, U
     guard let ctx else { return SQLITE_OK }
     let wal = Unmanaged<WALState>.fromOpaque(ctx).takeUnretainedValue()
     wal.restartDue.store(false, ordering: .releasing)
+    wal.frames.store(frames, ordering: .relaxed)
     if Int(frames) >= wal.threshold.load(ordering: .acquiring) { wal.checkpointer.request() }
     return SQLITE_OK
 }

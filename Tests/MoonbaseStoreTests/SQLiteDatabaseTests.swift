@@ -1,6 +1,6 @@
 import Foundation
 import MoonbaseCore
-import MoonbaseSQLite
+@testable import MoonbaseSQLite
 import MoonbaseStore
 import Testing
 
@@ -338,6 +338,37 @@ struct SQLiteDatabaseTests {
         #expect(try fileSize() > start + 2_000_000)   // the WAL was copied when the bulk work ended
         try fill("b")
         #expect(try count() == 3000)
+    }
+
+    /// Commits that find the WAL over the threshold each ask the checkpoint thread for a round,
+    /// also while one runs; the round's end serves them all. A second round begun at once found
+    /// nothing to copy and held the writer for its syncs.
+    @Test func checkpointRoundsRunOnlyWhenTheWALCallsForOne() throws {
+        var options = Database.Options()
+        options.checkpointFrames = 8
+        let db = try Database(path: f.dir + "/rounds.sqlite", options: options)
+        defer { db.close() }
+        try db.write { (tx) throws(ParseError) in
+            try tx.connection.execute("CREATE TABLE r(id INTEGER PRIMARY KEY, v TEXT)")
+        }
+        // Each commit writes a few pages: past the threshold after a few, and again while the
+        // round it asked for copies and waits for the writer.
+        for i in 0..<400 {
+            try db.write { (tx) throws(ParseError) in
+                try tx.connection.run("INSERT INTO r(v) VALUES(?)", [.text(String(repeating: "x", count: 3000 + i))])
+            }
+        }
+        let deadline = monotonicNanos() + 10_000_000_000
+        var last = -1
+        while monotonicNanos() < deadline {   // until the thread has been idle for 200 ms
+            let now = db.checkpointRounds.all
+            if now == last { break }
+            last = now
+            usleep(200_000)
+        }
+        let rounds = db.checkpointRounds
+        #expect(rounds.all > 0)
+        #expect(rounds.needless == 0)
     }
 
     /// A statement found by its plan number answers like the one found by its text, again and
