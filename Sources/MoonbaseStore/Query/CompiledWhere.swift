@@ -67,6 +67,8 @@ public struct GeoFilter: Sendable, Equatable {
     /// `data` for almost every candidate.
     public var rtreeExactSQL: String = ""
     public var rtreeExactBinds: [SQLiteValue] = []
+    /// `GeoTexts.candidates` for this filter (set with `rtreeExactSQL`; it is built from it).
+    public var candidatesSQL: String = ""
     /// The exact area when it is a spherical cap (`$nearSphere` with a distance, `$centerSphere`);
     /// nil for boxes and unbounded `$nearSphere`. Set for the top-level filter only.
     public var circle: GeoCircle?

@@ -183,8 +183,7 @@ enum GeoPlanner {
     /// the request's instructions.
     static func candidates(geo: GeoFilter, upTo limit: Int64, on conn: Connection) throws(ParseError) -> (hits: Int64, ids: String) {
         let b = geo.boxes[0]
-        let sql = "SELECT count(*), group_concat(CASE WHEN \(geo.rtreeExactSQL) THEN r.id END) FROM (SELECT * FROM \(geo.rtree) " +
-            "WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ? LIMIT ?) r"
+        let sql = geo.candidatesSQL
         let binds = geo.rtreeExactBinds + b.binds + [.integer(limit)]
         var hits: Int64 = 0
         var ids = "[]"

@@ -105,6 +105,7 @@ extension QueryCompiler {
         if dialect == .postgres { return try pgGeo(filter, circle: circle, isPolygon: isPolygon, depth: depth, state: state) }
         if depth == 0, state.geo == nil, !isPolygon {
             filter.rtreeExactSQL = texts.rtreeExact
+            filter.candidatesSQL = texts.candidates
             filter.circle = circle
             if let c = circle {
                 filter.rtreeExactBinds = [.real(c.latitude), .real(c.longitude), .real(c.radians - Self.rtreeMargin),
@@ -206,6 +207,9 @@ struct GeoTexts: Sendable {
     /// `GeoFilter.rtreeExactSQL` (plans that joined the R*Tree row `r`): binds are the circle's
     /// inner and outer tests (a distance), or the box (one box), then the exact binds.
     let rtreeExact: String
+    /// The planner's capped count of R*Tree hits that also gathers the ids passing the exact
+    /// test (`GeoPlanner.candidates`): binds are `rtreeExact`'s, the box, the cap.
+    let candidates: String
 
     /// Texts by key.
     private static let memo = TextMemo<Key, GeoTexts>()
@@ -241,6 +245,8 @@ struct GeoTexts: Sendable {
         } else {
             rtreeExact = fallback
         }
-        return GeoTexts(rtree: rtree, exact: exact, generic: generic, rtreeExact: rtreeExact)
+        let candidates = "SELECT count(*), group_concat(CASE WHEN \(rtreeExact) THEN r.id END) FROM (SELECT * FROM \(rtree) "
+            + "WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ? LIMIT ?) r"
+        return GeoTexts(rtree: rtree, exact: exact, generic: generic, rtreeExact: rtreeExact, candidates: candidates)
     }
 }

@@ -31,6 +31,8 @@ public enum GeoPlan: Sendable, Equatable {
 /// shape `RowSerializer` reads.
 struct SelectBuilder {
     static let columns = "t.objectId, t.createdAt, t.updatedAt, t.ACL, t.data"
+    /// `candidatesUnordered`'s text before its WHERE, by class.
+    private static let candidatesHeads = TextMemo<String, String>()
 
     let schema: QuerySchema
     let compiled: CompiledWhere
@@ -159,7 +161,9 @@ struct SelectBuilder {
     /// unlimited, with `t.rid` as a sixth column: `QueryExecutor.candidatesPage` sorts and pages them.
     func candidatesUnordered(_ ids: String) -> QueryCompiler.Frag {
         let w = residualAndACL()
-        var sql = "SELECT \(Self.columns), t.rid FROM json_each(?) g CROSS JOIN \(Naming.table(schema.className)) t ON t.rid = g.value"
+        var sql = Self.candidatesHeads.value(schema.className) {
+            "SELECT \(Self.columns), t.rid FROM json_each(?) g CROSS JOIN \(Naming.table(schema.className)) t ON t.rid = g.value"
+        }
         if w.sql != "1" { sql += " WHERE " + w.sql }
         return QueryCompiler.Frag(sql, [.text(ids)] + w.binds)
     }
