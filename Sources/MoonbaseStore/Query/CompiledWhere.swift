@@ -67,8 +67,9 @@ public struct GeoFilter: Sendable, Equatable {
     /// `data` for almost every candidate.
     public var rtreeExactSQL: String = ""
     public var rtreeExactBinds: [SQLiteValue] = []
-    /// `GeoTexts.candidates` for this filter (set with `rtreeExactSQL`; it is built from it).
-    public var candidatesSQL: String = ""
+    /// Every SQL text of this filter's shape (`GeoTexts`, kept once built): the planner's counts
+    /// take theirs from here rather than building them per query.
+    let texts: GeoTexts
     /// The exact area when it is a spherical cap (`$nearSphere` with a distance, `$centerSphere`);
     /// nil for boxes and unbounded `$nearSphere`. Set for the top-level filter only.
     public var circle: GeoCircle?

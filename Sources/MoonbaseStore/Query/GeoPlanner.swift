@@ -169,10 +169,8 @@ enum GeoPlanner {
 
     /// R*Tree hits of the filter's boxes, counted up to `limit`.
     static func countHits(geo: GeoFilter, upTo limit: Int64, on conn: Connection) throws(ParseError) -> Int64 {
-        let one = "SELECT 1 FROM \(geo.rtree) WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ?"
-        let sql = "SELECT count(*) FROM (\(Array(repeating: one, count: geo.boxes.count).joined(separator: " UNION ALL ")) LIMIT ?)"
         let binds = geo.boxes.flatMap(\.binds)
-        guard case .integer(let hits)? = try conn.scalar(sql, binds + [.integer(limit)]) else { return 0 }
+        guard case .integer(let hits)? = try conn.scalar(geo.texts.hitCount, binds + [.integer(limit)]) else { return 0 }
         return hits
     }
 
@@ -183,11 +181,10 @@ enum GeoPlanner {
     /// the request's instructions.
     static func candidates(geo: GeoFilter, upTo limit: Int64, on conn: Connection) throws(ParseError) -> (hits: Int64, ids: String) {
         let b = geo.boxes[0]
-        let sql = geo.candidatesSQL
         let binds = geo.rtreeExactBinds + b.binds + [.integer(limit)]
         var hits: Int64 = 0
         var ids = "[]"
-        try conn.query(sql, binds) { (s) throws(ParseError) in
+        try conn.query(geo.texts.candidates, binds) { (s) throws(ParseError) in
             hits = s.int64(0)
             if let list = s.text(1) { ids = "[" + list + "]" }
         }

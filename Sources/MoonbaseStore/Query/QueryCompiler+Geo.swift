@@ -98,14 +98,14 @@ extension QueryCompiler {
         default: throw ParseError(.invalidQuery, "\(op) needs a GeoPoint field; \(field.path) is a \(field.declared!.rawValue)")
         }
         let texts = GeoTexts.of(className: schema.className, field: field.path, shape: shape, boxCount: boxes.count)
-        var filter = GeoFilter(field: field.path, rtree: texts.rtree, boxes: boxes, exactSQL: texts.exact, exactBinds: binds, center: center)
+        var filter = GeoFilter(field: field.path, rtree: texts.rtree, boxes: boxes, exactSQL: texts.exact, exactBinds: binds,
+                               center: center, texts: texts)
         // A polygon's bounding box is no area of its own: the planner's box shortcuts (cells or
         // R*Tree coordinates inside the box count as matches) do not hold, so it stays generic.
         let isPolygon = shape == .polygon
         if dialect == .postgres { return try pgGeo(filter, circle: circle, isPolygon: isPolygon, depth: depth, state: state) }
         if depth == 0, state.geo == nil, !isPolygon {
             filter.rtreeExactSQL = texts.rtreeExact
-            filter.candidatesSQL = texts.candidates
             filter.circle = circle
             if let c = circle {
                 filter.rtreeExactBinds = [.real(c.latitude), .real(c.longitude), .real(c.radians - Self.rtreeMargin),
@@ -207,8 +207,11 @@ struct GeoTexts: Sendable {
     /// `GeoFilter.rtreeExactSQL` (plans that joined the R*Tree row `r`): binds are the circle's
     /// inner and outer tests (a distance), or the box (one box), then the exact binds.
     let rtreeExact: String
-    /// The planner's capped count of R*Tree hits that also gathers the ids passing the exact
-    /// test (`GeoPlanner.candidates`): binds are `rtreeExact`'s, the box, the cap.
+    /// The planner's count of R*Tree hits up to a cap (`GeoPlanner.countHits`): binds are each
+    /// box's, then the cap.
+    let hitCount: String
+    /// The same count for one box that also gathers the ids passing the exact test
+    /// (`GeoPlanner.candidates`): binds are `rtreeExact`'s, the box, the cap.
     let candidates: String
 
     /// Texts by key.
@@ -232,8 +235,9 @@ struct GeoTexts: Sendable {
         case .polygon: exact = "mb_polygon_contains(?,\(lat),\(lng)) = 1"
         }
         let rtree = Naming.geoTable(k.className, k.field)
-        let search = "SELECT id FROM \(rtree) WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ?"
-        let generic = "rid IN (\(Array(repeating: search, count: k.boxCount).joined(separator: " UNION ALL "))) AND \(exact)"
+        let box = "maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ?"
+        let searches = Array(repeating: "SELECT id FROM \(rtree) WHERE \(box)", count: k.boxCount).joined(separator: " UNION ALL ")
+        let generic = "rid IN (\(searches)) AND \(exact)"
         let fallback = "(SELECT \(exact) FROM \(Naming.table(k.className)) WHERE rid = r.id)"
         let rtreeExact: String
         if k.shape == .distance {
@@ -245,8 +249,12 @@ struct GeoTexts: Sendable {
         } else {
             rtreeExact = fallback
         }
-        let candidates = "SELECT count(*), group_concat(CASE WHEN \(rtreeExact) THEN r.id END) FROM (SELECT * FROM \(rtree) "
-            + "WHERE maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ? LIMIT ?) r"
-        return GeoTexts(rtree: rtree, exact: exact, generic: generic, rtreeExact: rtreeExact, candidates: candidates)
+        // `SELECT 1`, not the id: counting up to a thousand hits need not read a column of each.
+        let hits = Array(repeating: "SELECT 1 FROM \(rtree) WHERE \(box)", count: k.boxCount).joined(separator: " UNION ALL ")
+        let hitCount = "SELECT count(*) FROM (\(hits) LIMIT ?)"
+        let candidates = "SELECT count(*), group_concat(CASE WHEN \(rtreeExact) THEN r.id END) "
+            + "FROM (SELECT * FROM \(rtree) WHERE \(box) LIMIT ?) r"
+        return GeoTexts(rtree: rtree, exact: exact, generic: generic, rtreeExact: rtreeExact, hitCount: hitCount,
+                        candidates: candidates)
     }
 }
