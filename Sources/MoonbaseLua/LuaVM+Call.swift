@@ -43,15 +43,14 @@ extension LuaVM {
     /// Runs `ref` with `args` under `context`. The core of every invocation.
     func invoke(ref: Int32, args: [JSONValue], extras: [(String, LuaExtra)] = [], mode: LuaResultMode,
                 context: LuaCallContext) throws(ParseError) -> JSONValue {
-        try invoke(ref: ref, argBytes: JSON.encode(.array(args)), extras: extras, mode: mode, context: context)
+        try invoke(ref: ref, args: LuaArgs(args), extras: extras, mode: mode, context: context)
     }
 
-    /// The same, with the argument list already written as JSON text (a JSON array): handlers
-    /// get their `req` this way (`CloudRequest.arguments`), written once instead of built as a
-    /// value and then encoded.
-    func invoke(ref: Int32, argBytes: [UInt8], extras: [(String, LuaExtra)] = [], mode: LuaResultMode,
+    /// The same, with the argument list already written for the bridge: handlers get their
+    /// `req` this way (`CloudRequest.arguments`).
+    func invoke(ref: Int32, args: LuaArgs, extras: [(String, LuaExtra)] = [], mode: LuaResultMode,
                 context: LuaCallContext) throws(ParseError) -> JSONValue {
-        try run(ref: ref, argBytes: argBytes, extras: extras, mode: mode, context: context) { res throws(ParseError) in
+        try run(ref: ref, args: args, extras: extras, mode: mode, context: context) { res throws(ParseError) in
             try decodeResult(&res, context: context)
         }
     }
@@ -60,15 +59,15 @@ extension LuaVM {
     /// tree: a function's or route's HTTP answer carries that text as it is (the bridge's encoder
     /// refuses what JSON cannot hold, so it is valid JSON), which spares parsing it into a
     /// `JSONValue` and writing it again (about 5,000 of a Lua hello's 108,000 instructions).
-    func invokeText(ref: Int32, argBytes: [UInt8], extras: [(String, LuaExtra)] = [],
+    func invokeText(ref: Int32, args: LuaArgs, extras: [(String, LuaExtra)] = [],
                     context: LuaCallContext) throws(ParseError) -> [UInt8] {
-        try run(ref: ref, argBytes: argBytes, extras: extras, mode: .returnValue, context: context) { res throws(ParseError) in
+        try run(ref: ref, args: args, extras: extras, mode: .returnValue, context: context) { res throws(ParseError) in
             try resultText(&res, context: context)
         }
     }
 
     /// The core of every invocation; `finish` reads the bridge's result before it is freed.
-    private func run<R>(ref: Int32, argBytes: [UInt8], extras: [(String, LuaExtra)], mode: LuaResultMode,
+    private func run<R>(ref: Int32, args: LuaArgs, extras: [(String, LuaExtra)], mode: LuaResultMode,
                         context: LuaCallContext,
                         finish: (inout lb_result) throws(ParseError) -> R) throws(ParseError) -> R {
         var attempt: Int64 = 0
@@ -125,11 +124,9 @@ extension LuaVM {
         defer { lb_result_free(&res) }
         let fieldC = field.map { strdup($0)! }
         defer { if let fieldC { free(fieldC) } }
-        _ = argBytes.withUnsafeBufferPointer { a in
+        _ = args.withBytes { ap, n in
             cExtras.withUnsafeBufferPointer { ex in
-                a.baseAddress!.withMemoryRebound(to: CChar.self, capacity: a.count) { ap in
-                    lb_call(handle, ref, ap, a.count, ex.baseAddress, Int32(ex.count), cMode, fieldC, limits, &res)
-                }
+                lb_call(handle, ref, ap, n, ex.baseAddress, Int32(ex.count), cMode, fieldC, limits, &res)
             }
         }
         if limits.attempt_ns > 0 && lb_attempt_stuck(handle) != 0 { notAttempted.insert(ref) }

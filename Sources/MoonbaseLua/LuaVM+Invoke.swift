@@ -8,7 +8,7 @@ extension LuaVM {
     public func runFunction(_ name: String, params: JSONObject, request: CloudRequest,
                             limits: LuaLimits = .functionDefaults) throws(ParseError) -> JSONValue {
         let (ref, args, ctx) = try functionCall(name, params: params, request: request, limits: limits)
-        return try invoke(ref: ref, argBytes: args, mode: .returnValue, context: ctx)
+        return try invoke(ref: ref, args: args, mode: .returnValue, context: ctx)
     }
 
     /// The same, answered with the return value as JSON text (`invokeText`): what
@@ -16,12 +16,12 @@ extension LuaVM {
     public func runFunctionText(_ name: String, params: JSONObject, request: CloudRequest,
                                 limits: LuaLimits = .functionDefaults) throws(ParseError) -> [UInt8] {
         let (ref, args, ctx) = try functionCall(name, params: params, request: request, limits: limits)
-        return try invokeText(ref: ref, argBytes: args, context: ctx)
+        return try invokeText(ref: ref, args: args, context: ctx)
     }
 
     /// The handler, its `req` as JSON text and the call's context, after the validators.
     private func functionCall(_ name: String, params: JSONObject, request: CloudRequest,
-                              limits: LuaLimits) throws(ParseError) -> (Int32, [UInt8], LuaCallContext) {
+                              limits: LuaLimits) throws(ParseError) -> (Int32, LuaArgs, LuaCallContext) {
         guard let info = registry.functions[name], let ref = handlerRefs[.function(name)] else {
             throw ParseError(.scriptFailed, "Invalid function: \"\(name)\"")
         }
@@ -58,7 +58,7 @@ extension LuaVM {
         case .afterFind: mode = .returnOrField("objects")
         default: mode = .returnValue
         }
-        let v = try invoke(ref: ref, argBytes: request.arguments(extra), mode: mode, context: ctx)
+        let v = try invoke(ref: ref, args: request.arguments(extra), mode: mode, context: ctx)
         switch kind {
         case .beforeSave:
             guard v.objectValue != nil else {
@@ -96,17 +96,26 @@ extension LuaVM {
             found = (info, params.map { ($0.key, $0.value) })
         }
         guard let (route, params) = found, let ref = handlerRefs[.route(route.method, route.path)] else { return nil }
-        var pathObj = JSONObject()
-        for (k, v) in params.sorted(by: { $0.0 < $1.0 }) { pathObj[k] = .string(v) }
-        var query = JSONObject()
-        for (k, v) in r.query { query[k] = .string(v) }
-        var extra: [(String, JSONValue)] = [("method", .string(r.method.uppercased())), ("path", .object(pathObj)),
-                                           ("query", .object(query))]
-        if !r.body.isEmpty, let j = try? JSON.parse(r.body) { extra.append(("json", j)) }
+        // `req.json`: the body's own text when it is JSON (checked by parsing it here; the
+        // bridge decodes the text itself, so it is not written again from the parsed value).
+        let jsonBody = !r.body.isEmpty && (try? JSON.parse(r.body)) != nil
+        let args = r.request.arguments(members: jsonBody ? 5 : 4) { a in
+            a.key("method")
+            a.string(r.method.uppercased())
+            a.key("path")
+            a.strings(params)
+            a.key("query")
+            a.strings(r.query)
+            if jsonBody {
+                a.key("json")
+                a.json(text: r.body)
+            }
+            a.key("body")
+            a.string(bytes: r.body)
+        }
         let ctx = makeContext(identity: r.request.identity, user: r.request.user, requestId: r.request.requestId,
                               name: "\(route.method) \(route.path)", limits: limits.applying(route.options))
-        let text = try invokeText(ref: ref, argBytes: r.request.arguments(extra), extras: [("body", .bytes(r.body))],
-                                  context: ctx)
+        let text = try invokeText(ref: ref, args: args, context: ctx)
         return try Self.routeResponse(text: text)
     }
 
@@ -168,7 +177,7 @@ extension LuaVM {
         }
         let ctx = makeContext(identity: request.identity, user: request.user, requestId: request.requestId,
                               name: name, limits: limits.applying(info.options), job: callbacks)
-        let v = try invoke(ref: ref, argBytes: request.arguments([("params", .object(params))]),
+        let v = try invoke(ref: ref, args: request.arguments([("params", .object(params))]),
                            extras: [("progress", .function(progressFn)), ("message", .function(messageFn))],
                            mode: .returnValue, context: ctx)
         switch v {

@@ -17,7 +17,7 @@ extension LuaVM {
         let ctx = makeContext(identity: request.identity, user: request.user, requestId: request.requestId,
                               name: key, limits: limits)
         let mode: LuaResultMode = kind == .beforeSubscribe ? .field("query") : .returnValue
-        let v = try invoke(ref: ref, argBytes: request.arguments(extra), mode: mode, context: ctx)
+        let v = try invoke(ref: ref, args: request.arguments(extra), mode: mode, context: ctx)
         guard kind == .beforeSubscribe else { return nil }
         guard v.objectValue != nil else {
             throw ParseError(.scriptFailed, "beforeSubscribe \(className): req.query must stay a table")

@@ -96,9 +96,10 @@ int lb_register(lb_vm *vm, const char *ns, const char *name, int64_t fnid);
 
 /* Compiles a text chunk and runs its top level with the module environment. */
 int lb_load(lb_vm *vm, const char *chunkname, const char *src, size_t len, lb_limits limits, lb_result *res);
-/* Calls a function reference with the JSON array `args_json` as arguments. Re-entrant from a
- * host function (nested calls share the outer call's limits). */
-int lb_call(lb_vm *vm, int32_t ref, const char *args_json, size_t args_len,
+/* Calls a function reference with the arguments in `args`, an argument tape (its format is
+ * documented in lb_call.c; Swift writes it with `LuaArgs`); args_len 0: no arguments.
+ * Re-entrant from a host function (nested calls share the outer call's limits). */
+int lb_call(lb_vm *vm, int32_t ref, const char *args, size_t args_len,
             const lb_extra *extras, int nextras, int32_t result_mode, const char *result_field,
             lb_limits limits, lb_result *res);
 void lb_result_free(lb_result *res);
