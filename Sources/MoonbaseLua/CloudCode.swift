@@ -74,6 +74,13 @@ public final class CloudCode: Sendable {
     public var generation: Generation { current.current }
     public var registry: CloudRegistry { generation.registry }
 
+    /// The current generation's rate limit of function `name`, if it declares one. Read in
+    /// place: `registry` returns a copy of the generation and its registry (~1,700 instructions),
+    /// and every request to a function asks this.
+    public func rateLimitPerMinute(function name: String) -> Int? {
+        current.read { $0.registry.functions[name]?.options.rateLimitPerMinute }
+    }
+
     /// Whether the current generation has a `kind` trigger on `className`.
     public func hasTrigger(_ kind: CloudTriggerKind, _ className: String) -> Bool {
         current.read { g in

@@ -138,7 +138,7 @@ public final class CloudService: Sendable {
     public func hasJob(_ name: String) -> Bool { registry.jobs[name] != nil }
 
     public func rateLimitPerMinute(function: String) -> Int? {
-        registry.functions[function]?.options.rateLimitPerMinute
+        code.rateLimitPerMinute(function: function)
     }
 
     public func runRoute(_ r: CloudRouteRequest, caller: CallerContext) throws(ParseError) -> CloudRouteResponse? {

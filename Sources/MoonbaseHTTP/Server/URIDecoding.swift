@@ -14,12 +14,12 @@ public enum URIDecoding {
 
     /// Decodes a path: `%XX` escapes only (`+` stays a plus). nil if malformed.
     public static func decodePath<S: StringProtocol>(_ raw: S) -> String? {
-        decode(raw.utf8, plusIsSpace: false)
+        decode(raw, plusIsSpace: false)
     }
 
     /// Decodes one query component (`+` is a space). nil if malformed.
     public static func decodeQueryComponent<S: StringProtocol>(_ raw: S) -> String? {
-        decode(raw.utf8, plusIsSpace: true)
+        decode(raw, plusIsSpace: true)
     }
 
     /// Parses `a=1&b=x+y&c` into decoded pairs (`c` → ("c", "")); empty pieces are skipped.
@@ -59,24 +59,32 @@ public enum URIDecoding {
         }
     }
 
-    static func decode<C: Collection>(_ bytes: C, plusIsSpace: Bool) -> String? where C.Element == UInt8 {
-        let copy = Array(bytes)
-        return copy.withUnsafeBufferPointer { decode($0, 0, $0.count, plusIsSpace: plusIsSpace) }
+    /// Works on one contiguous copy (`String(raw)`: a `memcpy`); a component with nothing to
+    /// decode is that copy. Copying the `UTF8View` into an array went byte by byte, and the fast
+    /// path then built a second string: ~2,000 instructions for `/parse/functions/hello`.
+    static func decode<S: StringProtocol>(_ raw: S, plusIsSpace: Bool) -> String? {
+        var text = String(raw)
+        if text.withUTF8({ !needsDecoding($0, 0, $0.count, plusIsSpace: plusIsSpace) }) { return text }
+        return text.withUTF8 { decode($0, 0, $0.count, plusIsSpace: plusIsSpace) }
+    }
+
+    /// Whether `b[from..<to]` has an escape, a `+` taken as a space, a NUL or a byte that is
+    /// not ASCII (checked as UTF-8 by `decode`).
+    static func needsDecoding(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int, plusIsSpace: Bool) -> Bool {
+        for k in from..<to {
+            let c = b[k]
+            if c == UInt8(ascii: "%") || (plusIsSpace && c == UInt8(ascii: "+")) || c == 0 || c >= 0x80 { return true }
+        }
+        return false
     }
 
     /// Decodes `b[from..<to]`: `%XX` escapes, `+` as a space when asked; nil when malformed
     /// (a bad escape, a NUL, bytes that are not UTF-8).
     static func decode(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int, plusIsSpace: Bool) -> String? {
         // Fast path: nothing to decode.
-        var needs = false
-        for k in from..<to {
-            let c = b[k]
-            if c == UInt8(ascii: "%") || (plusIsSpace && c == UInt8(ascii: "+")) || c == 0 || c >= 0x80 {
-                needs = true
-                break
-            }
+        if !needsDecoding(b, from, to, plusIsSpace: plusIsSpace) {
+            return String(decoding: UnsafeBufferPointer(rebasing: b[from..<to]), as: UTF8.self)
         }
-        if !needs { return String(decoding: UnsafeBufferPointer(rebasing: b[from..<to]), as: UTF8.self) }
 
         var malformed = false
         let out = [UInt8](unsafeUninitializedCapacity: to - from) { buf, count in
