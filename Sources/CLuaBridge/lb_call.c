@@ -120,8 +120,13 @@ static void copy_scratch(lb_vm *vm, lb_result *res) {
 static void encode_result(lua_State *L, lb_vm *vm, int idx, lb_result *res) {
     vm->scratch.n = 0;
     vm->scratch_limit = vm->max_result > 0 ? (size_t)vm->max_result : 0;
+    vm->top_members = 0;
     lb_json_encode(L, idx, &vm->scratch);
     vm->scratch_limit = 0;
+    /* (an array or a scalar leaves top_members 0: only a top-level object sets it) */
+    res->members = lua_type(L, idx) == LUA_TTABLE ? vm->top_members : 0;
+    res->json_member_off = vm->top_json_off;
+    res->json_member_len = vm->top_json_len;
     copy_scratch(vm, res);
     if (!res->json) luaL_error(L, "not enough memory for the result");
 }

@@ -104,6 +104,16 @@ int lb_table_is_array(lua_State *L, int idx, lua_Integer *n) {
 
 static void enc_value(lua_State *L, lb_buf *b, int idx, int depth);
 
+/* The LB_MEMBER_* bit of a top-level key a route's answer is made of, else 0. */
+static uint32_t top_member(const char *k, size_t n) {
+    switch (n) {
+    case 4: return memcmp(k, "json", 4) == 0 ? LB_MEMBER_JSON : memcmp(k, "body", 4) == 0 ? LB_MEMBER_BODY : 0;
+    case 6: return memcmp(k, "status", 6) == 0 ? LB_MEMBER_STATUS : 0;
+    case 7: return memcmp(k, "headers", 7) == 0 ? LB_MEMBER_HEADERS : 0;
+    default: return 0;
+    }
+}
+
 static void enc_table(lua_State *L, lb_buf *b, int idx, int depth) {
     if (depth > MAX_DEPTH) luaL_error(L, "cannot encode: tables nested too deeply (a cycle?)");
     luaL_checkstack(L, 6, "json");
@@ -125,15 +135,18 @@ static void enc_table(lua_State *L, lb_buf *b, int idx, int depth) {
     }
     putc_(L, b, '{');
     int first = 1;
+    if (depth == 0) vm->top_members = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         if (!first) putc_(L, b, ',');
         first = 0;
         int kt = lua_type(L, -2);
+        uint32_t member = 0;
         if (kt == LUA_TSTRING) {
             size_t kl;
             const char *k = lua_tolstring(L, -2, &kl);
             enc_string(L, b, k, kl);
+            if (depth == 0) member = top_member(k, kl);
         } else if (kt == LUA_TNUMBER && lua_isinteger(L, -2)) {
             char tmp[24];
             size_t len = cj_format_int((int64_t)lua_tointeger(L, -2), tmp + 1);
@@ -144,7 +157,15 @@ static void enc_table(lua_State *L, lb_buf *b, int idx, int depth) {
             luaL_error(L, "cannot encode a table key of type %s", luaL_typename(L, -2));
         }
         putc_(L, b, ':');
+        size_t start = b->n;
         enc_value(L, b, lua_gettop(L), depth + 1);
+        if (member) {
+            vm->top_members |= member;
+            if (member == LB_MEMBER_JSON) {
+                vm->top_json_off = start;
+                vm->top_json_len = b->n - start;
+            }
+        }
         lua_pop(L, 1);
     }
     putc_(L, b, '}');

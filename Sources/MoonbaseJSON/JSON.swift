@@ -33,19 +33,6 @@ public enum JSON {
         }
     }
 
-    /// Parses an object, leaving its member `textKey` as the byte range of its JSON text in `buf`
-    /// (white space around it excluded) instead of a value: a Lua route's `json`, sent as the
-    /// bridge wrote it. nil when the document is valid JSON but not an object.
-    /// - Throws: `ParseError` 107, as `parse`.
-    public static func parseObject(_ buf: UnsafeBufferPointer<UInt8>, keepingText textKey: String)
-        throws(ParseError) -> (members: JSONObject, text: Range<Int>?)? {
-        do {
-            return try JSONTape.parseObject(buf, keepingText: textKey)
-        } catch let e {
-            throw ParseError(.invalidJSON, "invalid JSON: \(e.message) at offset \(e.offset)")
-        }
-    }
-
     /// Encodes a value as compact JSON bytes.
     public static func encode(_ value: JSONValue) -> [UInt8] {
         var w = JSONWriter()

@@ -27,47 +27,6 @@ enum JSONTape {
         }
     }
 
-    /// Parses an object, leaving the members named `textKey` as the byte range of their JSON text
-    /// in `buf` instead of a value; nil when the document is not an object.
-    static func parseObject(_ buf: UnsafeBufferPointer<UInt8>, keepingText textKey: String)
-        throws(JSONSyntaxError) -> (members: JSONObject, text: Range<Int>?)? {
-        try withTape(buf) { toks, count throws(JSONSyntaxError) -> (members: JSONObject, text: Range<Int>?)? in
-            guard Int32(toks[0].type) == CJ_OBJECT else { return nil }
-            let src = buf.baseAddress!
-            var r = TapeReader(toks: toks, src: src)
-            r.i = 1
-            var entries: [JSONObject.Entry] = []
-            var text: Range<Int>?
-            for _ in 0..<toks[0].len {
-                let key = r.string(toks[r.i])
-                r.i += 1
-                guard key == textKey else {
-                    entries.append(JSONObject.Entry(key, try r.value()))
-                    continue
-                }
-                // A value's text starts at its token (a string's opening quote is one byte
-                // before). It ends before the separator of what follows: the next member's
-                // key (its quote, then a comma back over white space), or the object's closing
-                // brace at the end of the document.
-                let t = toks[r.i]
-                let start = Int(t.off) - (Int32(t.type) == CJ_STRING ? 1 : 0)
-                let next = Int(t.next)
-                var end = next < count ? Int(toks[next].off) - 1 : buf.count
-                func skipSpace() {
-                    while end > start, src[end - 1] == 0x20 || src[end - 1] == 0x0A || src[end - 1] == 0x0D || src[end - 1] == 0x09 {
-                        end -= 1
-                    }
-                }
-                skipSpace()
-                end -= 1   // the comma, or the closing brace
-                skipSpace()
-                text = start..<end
-                r.i = next
-            }
-            return (JSONObject(entries), text)
-        }
-    }
-
     /// Runs `body` over the tape of `buf` (its tokens and their count), validated by `cj_parse`.
     private static func withTape<R>(
         _ buf: UnsafeBufferPointer<UInt8>, _ body: (UnsafePointer<cj_tok>, Int) throws(JSONSyntaxError) -> R

@@ -66,6 +66,19 @@ extension LuaVM {
         }
     }
 
+    /// A route's call, answered as the route's response (`routeResponse`), read from the
+    /// bridge's text of the result and the members it noted while writing it (`lb_result.members`
+    /// and the place of the `json` member's value).
+    func invokeRoute(ref: Int32, args: LuaArgs, context: LuaCallContext) throws(ParseError) -> CloudRouteResponse {
+        try run(ref: ref, args: args, extras: [], mode: .returnValue, context: context) { res throws(ParseError) in
+            let text = try resultText(&res, context: context)
+            let members = res.members
+            let json = members & UInt32(LB_MEMBER_JSON) != 0
+                ? res.json_member_off..<(res.json_member_off + res.json_member_len) : nil
+            return try LuaVM.routeResponse(text: text, members: members, json: json)
+        }
+    }
+
     /// The core of every invocation; `finish` reads the bridge's result before it is freed.
     private func run<R>(ref: Int32, args: LuaArgs, extras: [(String, LuaExtra)], mode: LuaResultMode,
                         context: LuaCallContext,

@@ -115,20 +115,27 @@ extension LuaVM {
         }
         let ctx = makeContext(identity: r.request.identity, user: r.request.user, requestId: r.request.requestId,
                               name: "\(route.method) \(route.path)", limits: limits.applying(route.options))
-        let text = try invokeText(ref: ref, args: args, context: ctx)
-        return try Self.routeResponse(text: text)
+        return try invokeRoute(ref: ref, args: args, context: ctx)
     }
 
-    /// What a route's return value (as the bridge's JSON text) answers. A `json` member is sent
-    /// as the text the bridge wrote for it: it is not parsed into a value and written again.
-    static func routeResponse(text: [UInt8]) throws(ParseError) -> CloudRouteResponse {
-        let split = try text.withUnsafeBufferPointer { buf throws(ParseError) in try JSON.parseObject(buf, keepingText: "json") }
-        guard let (o, json) = split, json != nil || o["status"] != nil || o["body"] != nil || o["headers"] != nil else {
+    /// What a route's return value answers, from the bridge's JSON text of it. `members`: which
+    /// of `json`, `status`, `body`, `headers` the value (a table) has (`LB_MEMBER_*`), and `json`
+    /// where the `json` member's value lies in `text`, both noted by the bridge while it wrote
+    /// the text. The `json` value is sent as that text, never parsed: only the table's other
+    /// members are (the text with that value left out), so a route answering a large list costs
+    /// no more than its encoding. A value with none of the four members is the answer itself.
+    static func routeResponse(text: [UInt8], members: UInt32, json: Range<Int>?) throws(ParseError) -> CloudRouteResponse {
+        guard members != 0 else {
             if text == Array("null".utf8) { return CloudRouteResponse(status: 204, headers: [], body: []) }
             if text.first == UInt8(ascii: "\""), case .string(let s) = try JSON.parse(text) {
                 return CloudRouteResponse(status: 200, headers: [("Content-Type", "text/plain; charset=utf-8")], body: Array(s.utf8))
             }
             return CloudRouteResponse(status: 200, headers: [("Content-Type", "application/json")], body: text)
+        }
+        var rest = text
+        if let json { rest.replaceSubrange(json, with: "null".utf8) }
+        guard case .object(let o) = try JSON.parse(rest) else {
+            throw ParseError(.scriptFailed, "route: the answer must be a table")
         }
         var status = 200
         if let s = o["status"] {

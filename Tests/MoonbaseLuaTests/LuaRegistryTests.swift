@@ -228,6 +228,15 @@ import Testing
                   json = {list = {1, {deep = "}]"}}, empty = json.array()}}
         end)
         cloud.route("GET", "/bad", function() return {status = 99, json = {}} end)
+        local cached = {status = 200, json = {n = 1}}
+        cloud.route("GET", "/cached", function() return cached end)
+        cloud.route("GET", "/nested", function() return {data = {json = 1, status = 7}} end)
+        cloud.route("GET", "/big", function()
+          local list = {}
+          for i = 1, 5000 do list[i] = {i = i, s = "x" .. i} end
+          return {json = list, headers = {["X-N"] = 5000}}
+        end)
+        cloud.route("GET", "/jnull", function() return {json = json.null, status = 200} end)
         """)
         func get(_ path: String) throws -> CloudRouteResponse {
             try #require(try vm.runRoute(CloudRouteRequest(method: "GET", path: path)))
@@ -254,6 +263,21 @@ import Testing
         #expect(try JSON.parse(r.body) == ["list": [1, ["deep": "}]"]], "empty": []])
         #expect(failure { try vm.runRoute(CloudRouteRequest(method: "GET", path: "/bad")) }?.message
                 == "route: status must be an integer from 100 to 599")
+        // A table answered twice keeps its `json` (the bridge notes where it is; nothing is
+        // removed from the table).
+        for _ in 0..<2 {
+            r = try get("/cached")
+            #expect(r.status == 200 && r.body == Array(#"{"n":1}"#.utf8))
+        }
+        // Only the top level's members make an answer: a nested `json` is part of the body.
+        r = try get("/nested")
+        #expect(try r.status == 200 && JSON.parse(r.body) == ["data": ["json": 1, "status": 7]])
+        r = try get("/big")
+        #expect(r.headers.contains { $0 == ("X-N", "5000") })
+        let list = try #require(try JSON.parse(r.body).arrayValue)
+        #expect(list.count == 5000 && list[4999] == ["i": 5000, "s": "x5000"])
+        r = try get("/jnull")
+        #expect(r.status == 200 && r.body == Array("null".utf8) && contentType(r) == "application/json")
     }
 
     @Test func warmHelloCallCost() throws {

@@ -63,10 +63,17 @@ typedef struct {
     int32_t code;          /* Parse code of an error (141 for a bare error) */
     char *json;            /* LB_OK: the JSON text of the result ("null" for nil) */
     size_t json_len;
+    /* LB_OK with a table (a JSON object) as the result: which of the members `json`, `status`,
+     * `body` and `headers` it has (LB_MEMBER_* bits), and where the value of its `json` member
+     * lies in `json`. A route's answer is read from these without parsing its JSON payload. */
+    uint32_t members;
+    size_t json_member_off, json_member_len;
     char *message;         /* LB_ERROR: the message */
     size_t message_len;
     char where[160];       /* "functions/a.lua:3" or "" */
 } lb_result;
+
+enum { LB_MEMBER_JSON = 1, LB_MEMBER_STATUS = 2, LB_MEMBER_BODY = 4, LB_MEMBER_HEADERS = 8 };
 
 /* Extra fields set on the first argument (a table) before a call: raw byte strings (request
  * bodies need not be UTF-8) or host functions (job progress callbacks). */
