@@ -86,7 +86,9 @@ final class EqualityFinds: Sendable {
             guard let s else { return nil }
             (sql, number) = (s, k)
         }
-        var w = JSONWriter(capacity: 1024)
+        // A `db.first` row fits in 512 bytes mostly; a buffer over ~1,000 bytes misses glibc's
+        // per-thread cache of small chunks (a `malloc` several times dearer).
+        var w = JSONWriter(capacity: limit == 1 ? 512 : 2048)
         var n = 0
         w.byte(UInt8(ascii: "["))
         try conn.query(plan: number, sql, binds) { (s) throws(ParseError) in
