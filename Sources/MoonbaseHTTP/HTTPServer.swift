@@ -233,6 +233,9 @@ public final class HTTPServer: Sendable {
     /// Requests waiting for the next write batch (diagnostics, tests).
     public var writeBatchWaiting: Int { core.lane.waitingCount }
 
+    /// Whether the worker pool has stopped taking jobs (shutdown past its grace; tests).
+    public var workersStopping: Bool { core.pool.isStopping }
+
     /// Requests read and not yet completed (diagnostics, tests).
     public var inFlightRequests: Int { core.inFlight.load(ordering: .relaxed) }
 

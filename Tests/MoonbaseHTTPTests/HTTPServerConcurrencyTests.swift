@@ -340,7 +340,18 @@ struct HTTPStuckWorkerTests {
         for c in others { c.send(RawHTTPClient.format("POST", "/batch", body: Array("x".utf8))) }
         #expect(BatchLaneTests.waitUntilWaiting(3, server))
         let stopper = Background { server.shutdown(graceMillis: graceMillis) }
-        usleep(100_000)
+        if graceMillis > 0 {
+            usleep(100_000)   // (the pool stops only after the running batch: nothing to wait for)
+        } else {
+            // Released only once the pool refuses jobs: a fixed sleep let a loaded machine finish
+            // the batch first, and the waiting requests then ran (200) instead of getting 503.
+            var stopping = false
+            for _ in 0..<10_000 where !stopping {
+                stopping = server.workersStopping
+                if !stopping { usleep(1_000) }
+            }
+            #expect(stopping)
+        }
         handler.gate.release()
         // The running batch finishes either way.
         #expect(try first.readResponse().status == 200)

@@ -307,6 +307,13 @@ final class WorkerPool: @unchecked Sendable {
         return out
     }
 
+    /// Whether `stop` has begun: from here on every job offered is refused.
+    var isStopping: Bool {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return stopping
+    }
+
     /// Queues a job; false when the pool is stopping or the queue is full (caller answers 503).
     func submit(_ job: any WorkItem) -> Bool {
         pthread_mutex_lock(mutex)
