@@ -123,8 +123,7 @@ static void encode_result(lua_State *L, lb_vm *vm, int idx, lb_result *res) {
     vm->top_members = 0;
     lb_json_encode(L, idx, &vm->scratch);
     vm->scratch_limit = 0;
-    /* (an array or a scalar leaves top_members 0: only a top-level object sets it) */
-    res->members = lua_type(L, idx) == LUA_TTABLE ? vm->top_members : 0;
+    res->members = vm->top_members;   /* (0 unless the result is an object: see enc_table) */
     res->json_member_off = vm->top_json_off;
     res->json_member_len = vm->top_json_len;
     copy_scratch(vm, res);

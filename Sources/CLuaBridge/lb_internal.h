@@ -68,8 +68,9 @@ struct lb_vm {
     int ref_namespaces;         /* ns name -> hidden table behind its locked proxy */
     int callstack_n;
     lb_buf scratch;             /* JSON encoding scratch (transient; copied out at once) */
-    /* What the last encoding's top-level object held (LB_MEMBER_*) and where its `json`
-     * member's value lies in the buffer: a result's, read by encode_result right after. */
+    /* What the top-level object of an encoding held (LB_MEMBER_*; bits are only added, so
+     * encode_result clears them before it encodes a result) and where its `json` member's
+     * value lies in the buffer. */
     uint32_t top_members;
     size_t top_json_off, top_json_len;
     /* attempts (lb_limits.attempt_ns): the outermost call runs on a coroutine that may yield */

@@ -135,7 +135,6 @@ static void enc_table(lua_State *L, lb_buf *b, int idx, int depth) {
     }
     putc_(L, b, '{');
     int first = 1;
-    if (depth == 0) vm->top_members = 0;
     lua_pushnil(L);
     while (lua_next(L, idx)) {
         if (!first) putc_(L, b, ',');

@@ -21,15 +21,15 @@ enum JSONTape {
     static let stackTokens = 64
 
     static func parse(_ buf: UnsafeBufferPointer<UInt8>) throws(JSONSyntaxError) -> JSONValue {
-        try withTape(buf) { toks, _ throws(JSONSyntaxError) -> JSONValue in
+        try withTape(buf) { toks throws(JSONSyntaxError) -> JSONValue in
             var r = TapeReader(toks: toks, src: buf.baseAddress!)
             return try r.value()
         }
     }
 
-    /// Runs `body` over the tape of `buf` (its tokens and their count), validated by `cj_parse`.
+    /// Runs `body` over the tape of `buf` (its tokens), validated by `cj_parse`.
     private static func withTape<R>(
-        _ buf: UnsafeBufferPointer<UInt8>, _ body: (UnsafePointer<cj_tok>, Int) throws(JSONSyntaxError) -> R
+        _ buf: UnsafeBufferPointer<UInt8>, _ body: (UnsafePointer<cj_tok>) throws(JSONSyntaxError) -> R
     ) throws(JSONSyntaxError) -> R {
         guard let base = buf.baseAddress, buf.count > 0 else {
             throw JSONSyntaxError(message: "unexpected end of input", offset: 0)
@@ -37,18 +37,18 @@ enum JSONTape {
         var needed = 0
         let first = withUnsafeTemporaryAllocation(of: cj_tok.self, capacity: stackTokens) { toks in
             Result { () throws(JSONSyntaxError) -> R? in
-                guard let n = try tokenize(base, buf.count, toks, needed: &needed) else { return nil }
-                return try body(UnsafePointer(toks.baseAddress!), n)
+                guard try tokenize(base, buf.count, toks, needed: &needed) != nil else { return nil }
+                return try body(UnsafePointer(toks.baseAddress!))
             }
         }
         if let v = try first.get() { return v }
         // The document is valid but needs more tokens: the first pass counted them.
         let toks = UnsafeMutableBufferPointer<cj_tok>.allocate(capacity: needed)
         defer { toks.deallocate() }
-        guard let n = try tokenize(base, buf.count, toks, needed: &needed) else {
+        guard try tokenize(base, buf.count, toks, needed: &needed) != nil else {
             throw JSONSyntaxError(message: "document changed while parsing", offset: 0)
         }
-        return try body(UnsafePointer(toks.baseAddress!), n)
+        return try body(UnsafePointer(toks.baseAddress!))
     }
 
     /// Tokenizes into `toks`: the number of tokens, or nil (and the number it needs in `needed`)

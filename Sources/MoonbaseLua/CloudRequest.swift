@@ -39,7 +39,7 @@ public struct CloudRequest: Sendable {
     /// `[req]`, a handler's argument list as the bridge reads it (`LuaArgs`): `extra`'s members
     /// (the handler-specific ones, JSON values), then `user`, `master`, `headers` and `ip`.
     func arguments(_ extra: [(String, JSONValue)]) -> LuaArgs {
-        arguments(members: extra.count) { a in
+        arguments { a in
             for (k, v) in extra {
                 a.key(k)
                 a.json(v)
@@ -47,24 +47,25 @@ public struct CloudRequest: Sendable {
         }
     }
 
-    /// The same with `members` handler-specific members written by `write` (key, value each).
-    /// A member written twice (two headers that differ only in case) keeps its last value: the
+    /// The same with the handler-specific members written by `write` (key, value each). A
+    /// member written twice (two headers that differ only in case) keeps its last value: the
     /// bridge sets members in order.
-    func arguments(members: Int, _ write: (LuaArgs) -> Void) -> LuaArgs {
+    func arguments(_ write: (LuaArgs) -> Void) -> LuaArgs {
         let a = LuaArgs(count: 1)
-        a.object(members + (user == nil ? 0 : 1) + 2 + (ip == nil ? 0 : 1))
-        write(a)
-        if let user {
-            a.key("user")
-            a.json(user)
-        }
-        a.key("master")
-        a.bool(identity.isMaster)
-        a.key("headers")
-        a.strings(headers)
-        if let ip {
-            a.key("ip")
-            a.string(ip)
+        a.object {
+            write(a)
+            if let user {
+                a.key("user")
+                a.json(user)
+            }
+            a.key("master")
+            a.bool(identity.isMaster)
+            a.key("headers")
+            a.strings(headers)
+            if let ip {
+                a.key("ip")
+                a.string(ip)
+            }
         }
         return a
     }

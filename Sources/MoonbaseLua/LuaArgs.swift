@@ -11,8 +11,9 @@ import Glibc
 ///
 /// Why not JSON text for all of it, as before: the host escaped every header, the bridge
 /// tokenized it again, and the argument list was one more Lua table per call: about 11,000 of a
-/// Lua route hello's 111,000 instructions (callgrind). The tape is written front to back into one malloc'd buffer
-/// (a table's member count is patched in when known) and read without scanning. A class, not an
+/// Lua route hello's 111,000 instructions (callgrind). The tape is written front to back into
+/// one malloc'd buffer (a table's member count, counted by `key`, is patched in at its end) and
+/// read without scanning. A class, not an
 /// array of bytes: appending through `[UInt8]` cost ~250 instructions per string (two generic
 /// appends and their uniqueness checks), as much as the JSON it replaced; here a string is a
 /// capacity check and a `memcpy`.
@@ -20,18 +21,23 @@ final class LuaArgs {
     private var base: UnsafeMutableRawPointer
     private var capacity: Int
     private(set) var count = 0
+    /// Members written so far into the table being written (`object`).
+    private var members = 0
 
-    /// A list of `count` arguments; the caller writes exactly that many values.
-    init(count n: Int, capacity: Int = 512) {
+    private init(capacity: Int) {
         self.capacity = capacity
         base = malloc(capacity)!
+    }
+
+    /// A list of `count` arguments; the caller writes exactly that many values.
+    convenience init(count n: Int) {
+        self.init(capacity: 512)
         u32(n)
     }
 
     /// A tape of exactly these bytes (tests of the bridge's checks on malformed tapes).
     convenience init(unchecked raw: [UInt8]) {
-        self.init(count: 0)
-        count = 0
+        self.init(capacity: max(raw.count, 1))
         raw.withUnsafeBytes { put($0.baseAddress, $0.count) }
     }
 
@@ -110,23 +116,32 @@ final class LuaArgs {
         text.withUnsafeBytes { put($0.baseAddress, $0.count) }
     }
 
-    /// A table member's key; its value follows.
+    /// A table member's key (inside `object`); its value follows.
     func key(_ k: String) {
+        members += 1
         counted(k)
     }
 
-    /// Starts a table of `count` members (key, value) that the caller writes next.
-    func object(_ count: Int) {
+    /// A table whose members (`key`, then a value, each) `write` writes; a key given twice keeps
+    /// its last value (the bridge sets them in order).
+    func object(_ write: () -> Void) {
         tag(UInt8(ascii: "O"))
-        u32(count)
+        let at = count
+        u32(0)
+        let outer = members
+        members = 0
+        write()
+        base.storeBytes(of: UInt32(truncatingIfNeeded: members), toByteOffset: at, as: UInt32.self)
+        members = outer
     }
 
-    /// A table of strings; a name given twice keeps its last value (the bridge sets them in order).
+    /// A table of strings.
     func strings(_ pairs: [(String, String)]) {
-        object(pairs.count)
-        for (k, v) in pairs {
-            key(k)
-            string(v)
+        object {
+            for (k, v) in pairs {
+                key(k)
+                string(v)
+            }
         }
     }
 }

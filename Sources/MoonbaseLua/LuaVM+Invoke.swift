@@ -99,19 +99,22 @@ extension LuaVM {
         // `req.json`: the body's own text when it is JSON (checked by parsing it here; the
         // bridge decodes the text itself, so it is not written again from the parsed value).
         let jsonBody = !r.body.isEmpty && (try? JSON.parse(r.body)) != nil
-        let args = r.request.arguments(members: jsonBody ? 5 : 4) { a in
+        // (The members' values taken out first: a closure capturing `r` while `r.request` writes
+        // the arguments made Swift copy the whole request twice.)
+        let (method, query, body) = (r.method.uppercased(), r.query, r.body)
+        let args = r.request.arguments { a in
             a.key("method")
-            a.string(r.method.uppercased())
+            a.string(method)
             a.key("path")
             a.strings(params)
             a.key("query")
-            a.strings(r.query)
+            a.strings(query)
             if jsonBody {
                 a.key("json")
-                a.json(text: r.body)
+                a.json(text: body)
             }
             a.key("body")
-            a.string(bytes: r.body)
+            a.string(bytes: body)
         }
         let ctx = makeContext(identity: r.request.identity, user: r.request.user, requestId: r.request.requestId,
                               name: "\(route.method) \(route.path)", limits: limits.applying(route.options))

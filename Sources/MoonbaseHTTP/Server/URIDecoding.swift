@@ -64,8 +64,8 @@ public enum URIDecoding {
     /// path then built a second string: ~2,000 instructions for `/parse/functions/hello`.
     static func decode<S: StringProtocol>(_ raw: S, plusIsSpace: Bool) -> String? {
         var text = String(raw)
-        if text.withUTF8({ !needsDecoding($0, 0, $0.count, plusIsSpace: plusIsSpace) }) { return text }
-        return text.withUTF8 { decode($0, 0, $0.count, plusIsSpace: plusIsSpace) }
+        let plain = text.withUTF8 { !needsDecoding($0, 0, $0.count, plusIsSpace: plusIsSpace) }
+        return plain ? text : text.withUTF8 { unescape($0, 0, $0.count, plusIsSpace: plusIsSpace) }
     }
 
     /// Whether `b[from..<to]` has an escape, a `+` taken as a space, a NUL or a byte that is
@@ -85,7 +85,11 @@ public enum URIDecoding {
         if !needsDecoding(b, from, to, plusIsSpace: plusIsSpace) {
             return String(decoding: UnsafeBufferPointer(rebasing: b[from..<to]), as: UTF8.self)
         }
+        return unescape(b, from, to, plusIsSpace: plusIsSpace)
+    }
 
+    /// The slow path of `decode`, for a component that `needsDecoding`.
+    static func unescape(_ b: UnsafeBufferPointer<UInt8>, _ from: Int, _ to: Int, plusIsSpace: Bool) -> String? {
         var malformed = false
         let out = [UInt8](unsafeUninitializedCapacity: to - from) { buf, count in
             var i = from, k = 0

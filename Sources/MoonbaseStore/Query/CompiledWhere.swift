@@ -53,7 +53,7 @@ public struct GeoFilter: Sendable, Equatable {
     /// The GeoPoint field.
     public var field: String
     /// `Naming.geoTable(class, field)`.
-    public var rtree: String
+    public var rtree: String { texts.rtree }
     /// Candidate rectangles (one, or two across the antimeridian). Their union covers the exact area.
     public var boxes: [GeoBox]
     /// Exact test over the row's stored coordinates (`t.data`), bound parameters in `exactBinds`.

@@ -98,8 +98,8 @@ extension QueryCompiler {
         default: throw ParseError(.invalidQuery, "\(op) needs a GeoPoint field; \(field.path) is a \(field.declared!.rawValue)")
         }
         let texts = GeoTexts.of(className: schema.className, field: field.path, shape: shape, boxCount: boxes.count)
-        var filter = GeoFilter(field: field.path, rtree: texts.rtree, boxes: boxes, exactSQL: texts.exact, exactBinds: binds,
-                               center: center, texts: texts)
+        var filter = GeoFilter(field: field.path, boxes: boxes, exactSQL: texts.exact, exactBinds: binds, center: center,
+                               texts: texts)
         // A polygon's bounding box is no area of its own: the planner's box shortcuts (cells or
         // R*Tree coordinates inside the box count as matches) do not hold, so it stays generic.
         let isPolygon = shape == .polygon
@@ -236,8 +236,11 @@ struct GeoTexts: Sendable {
         }
         let rtree = Naming.geoTable(k.className, k.field)
         let box = "maxLat >= ? AND minLat <= ? AND maxLng >= ? AND minLng <= ?"
-        let searches = Array(repeating: "SELECT id FROM \(rtree) WHERE \(box)", count: k.boxCount).joined(separator: " UNION ALL ")
-        let generic = "rid IN (\(searches)) AND \(exact)"
+        // `column` of every R*Tree entry in any of the boxes (one search per box).
+        func searches(_ column: String) -> String {
+            Array(repeating: "SELECT \(column) FROM \(rtree) WHERE \(box)", count: k.boxCount).joined(separator: " UNION ALL ")
+        }
+        let generic = "rid IN (\(searches("id"))) AND \(exact)"
         let fallback = "(SELECT \(exact) FROM \(Naming.table(k.className)) WHERE rid = r.id)"
         let rtreeExact: String
         if k.shape == .distance {
@@ -250,8 +253,7 @@ struct GeoTexts: Sendable {
             rtreeExact = fallback
         }
         // `SELECT 1`, not the id: counting up to a thousand hits need not read a column of each.
-        let hits = Array(repeating: "SELECT 1 FROM \(rtree) WHERE \(box)", count: k.boxCount).joined(separator: " UNION ALL ")
-        let hitCount = "SELECT count(*) FROM (\(hits) LIMIT ?)"
+        let hitCount = "SELECT count(*) FROM (\(searches("1")) LIMIT ?)"
         let candidates = "SELECT count(*), group_concat(CASE WHEN \(rtreeExact) THEN r.id END) "
             + "FROM (SELECT * FROM \(rtree) WHERE \(box) LIMIT ?) r"
         return GeoTexts(rtree: rtree, exact: exact, generic: generic, rtreeExact: rtreeExact, hitCount: hitCount,
