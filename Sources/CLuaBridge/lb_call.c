@@ -462,8 +462,9 @@ void lb_discard_suspended(lb_vm *vm) {
 
 #define LB_MAX_ARGS 16
 
-/* Lua → Swift. Arguments are read with non-raising calls (tables are JSON-encoded and kept on
- * the stack, functions referenced), Swift runs with the strict allocator armed, and only after
+/* Lua → Swift. Arguments are read with non-raising calls (flat tables of scalars written as an
+ * LB_FLAT tape on the C stack, other tables JSON-encoded and kept on the Lua stack, functions
+ * referenced), Swift runs with the strict allocator armed, and only after
  * it returned does C push the answer or raise. */
 static int host_call(lua_State *L);
 
@@ -527,6 +528,8 @@ static int host_call(lua_State *L) {
     luaL_checkstack(L, LB_MAX_ARGS + 8, "host call");
     lb_value args[LB_MAX_ARGS];
     memset(args, 0, sizeof args);
+    char flat[1024];   /* the LB_FLAT tapes of this call's table arguments */
+    size_t flat_used = 0;
     for (int i = 0; i < n; i++) {
         int idx = i + 1;
         lb_value *v = &args[i];
@@ -540,6 +543,7 @@ static int host_call(lua_State *L) {
             break;
         case LUA_TSTRING: v->type = LB_STR; v->str = lua_tolstring(L, idx, &v->len); break;
         case LUA_TTABLE:
+            if (lb_flat_encode(L, idx, flat, sizeof flat, &flat_used, v)) break;
             vm->scratch.n = 0;
             vm->scratch_limit = 0;
             lb_json_encode(L, idx, &vm->scratch);

@@ -130,6 +130,9 @@ int lb_push_error_table(lua_State *L, lua_Integer code, const char *msg, size_t 
 /* json (lb_json.c) */
 void lb_json_encode(lua_State *L, int idx, lb_buf *b);   /* appends; raises on bad values */
 int lb_json_decode(lua_State *L, const char *s, size_t n);     /* pushes one value; raises */
+/* Writes the table at idx as an LB_FLAT tape into buf[*used..cap) and fills v; 0 (nothing
+ * written, v untouched) when the table is not flat or the tape does not fit. Never raises. */
+int lb_flat_encode(lua_State *L, int idx, char *buf, size_t cap, size_t *used, lb_value *v);
 int lb_json_lib(lua_State *L);                                 /* pushes the json table */
 int lb_table_is_array(lua_State *L, int idx, lua_Integer *n);
 

@@ -19,8 +19,16 @@ enum {
     LB_JSON = 5,   /* a table, JSON-encoded by C (str/len) */
     LB_FUNC = 6,   /* a Lua function: `ref` is a registry reference valid during the callback */
     LB_NULL = 7,   /* json.null */
-    LB_OTHER = 8   /* anything else: str holds the type name */
+    LB_OTHER = 8,  /* anything else: str holds the type name */
+    LB_FLAT = 9    /* a table of at most LB_FLAT_MAX string keys with scalar values (a `where` of
+                      equalities, an options table): str/len is a tape, `integer` its member
+                      count. Per member: the key (one length byte, the bytes), a tag byte and the
+                      value: 'S' a uint32 length and the bytes, 'I' an int64, 'N' a double (both
+                      in host order, unaligned), 'T' / 'F' / 'Z' (true, false, json.null) nothing.
+                      Keys and strings are valid UTF-8 and numbers finite: what LB_JSON would
+                      have encoded, without the text. */
 };
+enum { LB_FLAT_MAX = 16 };
 
 /* Why a call was killed (a tripped limit). */
 enum { LB_KILL_NONE = 0, LB_KILL_TIMEOUT = 1, LB_KILL_MEMORY = 2, LB_KILL_INSTRUCTIONS = 3, LB_KILL_DBOPS = 4,

@@ -81,6 +81,7 @@ extension LuaVM {
                 } catch {
                     return fail(out, error)
                 }
+            case Int(LB_FLAT): values.append(.value(.object(Self.flatObject(v))))
             case Int(LB_FUNC): values.append(.function(LuaFunctionRef(ref: v.ref)))
             case Int(LB_OTHER):
                 return fail(out, ParseError(.scriptFailed, "unsupported argument of type \(Self.string(v.str, v.len))"))
@@ -117,6 +118,45 @@ extension LuaVM {
             }
         }
         return 0
+    }
+
+    /// The object an `LB_FLAT` tape stands for (its format is in luabridge.h). C wrote it whole
+    /// for this call, so it is read as written.
+    static func flatObject(_ v: lb_value) -> JSONObject {
+        guard let base = v.str, v.integer > 0 else { return JSONObject() }
+        let tape = UnsafeRawBufferPointer(start: base, count: v.len)
+        var entries: [JSONObject.Entry] = []
+        entries.reserveCapacity(Int(v.integer))
+        var p = 0
+        func text(_ n: Int) -> String {
+            defer { p += n }
+            return String(decoding: UnsafeRawBufferPointer(rebasing: tape[p..<p + n]), as: UTF8.self)
+        }
+        func eight() -> UInt64 {
+            defer { p += 8 }
+            return tape.loadUnaligned(fromByteOffset: p, as: UInt64.self)
+        }
+        while p < tape.count {
+            let keyLength = Int(tape[p])
+            p += 1
+            let key = text(keyLength)
+            let tag = tape[p]
+            p += 1
+            let value: JSONValue
+            switch tag {
+            case UInt8(ascii: "S"):
+                let n = Int(tape.loadUnaligned(fromByteOffset: p, as: UInt32.self))
+                p += 4
+                value = .string(text(n))
+            case UInt8(ascii: "I"): value = .int(Int64(bitPattern: eight()))
+            case UInt8(ascii: "N"): value = .double(Double(bitPattern: eight()))
+            case UInt8(ascii: "T"): value = .bool(true)
+            case UInt8(ascii: "F"): value = .bool(false)
+            default: value = .null   // 'Z'
+            }
+            entries.append(JSONObject.Entry(key, value))
+        }
+        return JSONObject(entries)
     }
 
     static func string(_ p: UnsafePointer<CChar>?, _ n: Int) -> String {
