@@ -180,6 +180,29 @@ struct SQLiteDatabaseTests {
         #expect(try count("SELECT n FROM t WHERE id = 1") == 400)
     }
 
+    /// The statement cache answers each text with its own statement: texts of one length that
+    /// differ in a single byte, anywhere (the fold of `SQLKey` reads every byte), each keep theirs.
+    @Test func statementCacheTellsAlikeTextsApart() throws {
+        let head = "SELECT '", tail = "' AS v, 1 AS padding_padding_padding"
+        let body = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        var texts: [String] = []
+        for i in body.indices {
+            var b = body
+            b[i] = UInt8(ascii: "_")
+            texts.append(head + String(decoding: b, as: UTF8.self) + tail)
+        }
+        texts.append(head + String(decoding: body, as: UTF8.self) + tail)
+        let folds = Set(texts.map { t in var t = t; return t.withUTF8 { SQLKey.fold($0) } })
+        #expect(folds.count == texts.count)
+        for _ in 0..<2 {   // the second round answers from the cache
+            for t in texts {
+                let v = try f.database.read { (c) throws(ParseError) in try c.scalar(t) }
+                let want = String(t.dropFirst(head.count).dropLast(tail.count))
+                #expect(v == .text(want))
+            }
+        }
+    }
+
     @Test func regexpFunction() throws {
         func match(_ pattern: String, _ text: String, _ opts: String? = nil) throws(ParseError) -> SQLiteValue? {
             try f.database.read { (c) throws(ParseError) in
