@@ -12,6 +12,9 @@ enum ClassesEndpoints {
             ("POST", "/parse/classes/:className", Endpoint("classes.create", access: .app, attemptable: true) { req throws(ParseError) in
                 let className = req.param("className")
                 req.target = .class(className)
+                if let p = (req.http.note as? RoutedNote)?.prepared, p.className == className {
+                    return created(s, req, className: className, try s.objects.create(prepared: p, caller: s.caller(req)))
+                }
                 let body = try req.jsonBody()
                 if className == "_User" {
                     // Users are created by sign-up only (the password must be hashed).

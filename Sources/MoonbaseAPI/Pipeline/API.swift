@@ -71,8 +71,26 @@ public final class API: HTTPHandler {
         // Whether it joins a write batch is asked up to three times (`batches`, `wantsAttempt`,
         // `attempt`): answered once here too.
         let batched = m.map(writesInBatch) ?? false
-        request.note = RoutedNote(m, localRead: localRead, batched: batched)
+        request.note = RoutedNote(m, localRead: localRead, batched: batched,
+                                  prepared: batched ? m.flatMap { preparedCreate($0, request) } : nil)
         return m?.value.inline ?? true
+    }
+
+    /// A create that will join a batch, validated here on the I/O thread (`PreparedInsert`): the
+    /// batch holds the writer for every step of each create it runs, so the steps that need no
+    /// database (the body parsed, its fields checked, its objectId and text made) are taken out
+    /// of it. nil for anything else, and for a body that fails to parse or validate: the create
+    /// then runs from the body and answers that error in the same words.
+    func preparedCreate(_ m: RouteMatch<Endpoint>, _ request: HTTPRequest) -> PreparedInsert? {
+        guard m.value.name == "classes.create" else { return nil }
+        let fields: JSONObject
+        if request.body.isEmpty {
+            fields = JSONObject()
+        } else {
+            guard case .object(let o)? = try? JSON.parse(request.body) else { return nil }
+            fields = o
+        }
+        return try? PreparedInsert(className: API.className(m), fields: fields)
     }
 
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
@@ -469,10 +487,13 @@ final class RoutedNote: Sendable {
     let localRead: Bool
     /// A write that joins a batch (`writesInBatch`), decided at dispatch.
     let batched: Bool
-    init(_ match: RouteMatch<Endpoint>?, localRead: Bool = false, batched: Bool = false) {
+    /// A batched create's body, validated at dispatch (`preparedCreate`).
+    let prepared: PreparedInsert?
+    init(_ match: RouteMatch<Endpoint>?, localRead: Bool = false, batched: Bool = false, prepared: PreparedInsert? = nil) {
         self.match = match
         self.localRead = localRead
         self.batched = batched
+        self.prepared = prepared
     }
 }
 

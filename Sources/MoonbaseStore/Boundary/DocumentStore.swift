@@ -30,6 +30,8 @@ public protocol DocumentStore: Sendable {
     /// Creates an object (CLP `create`, new fields added to the schema, the default ACL when
     /// `acl` is nil).
     func insert(_ className: String, fields: JSONObject, acl: JSONValue?, identity: Identity) throws(ParseError) -> StoredObject
+    /// The same create of a body validated beforehand (`PreparedInsert`).
+    func insert(prepared: PreparedInsert, identity: Identity) throws(ParseError) -> StoredObject
     /// Updates one object atomically (ops included); 101 when it is missing or not writable.
     func update(_ className: String, objectId: String, changes: JSONObject, identity: Identity) throws(ParseError) -> StoredObject
     /// Deletes one object; 101 when it is missing or not writable.
@@ -113,6 +115,11 @@ public protocol DocumentStore: Sendable {
 }
 
 extension DocumentStore {
+    /// Stores that do no work ahead of the transaction create from the body.
+    public func insert(prepared: PreparedInsert, identity: Identity) throws(ParseError) -> StoredObject {
+        try insert(prepared.className, fields: prepared.fields, acl: nil, identity: identity)
+    }
+
     /// No cached path: `find` answers.
     public func findEqual(_ className: String, _ equal: JSONObject, limit: Int, identity: Identity) throws(ParseError) -> FindResult? {
         nil

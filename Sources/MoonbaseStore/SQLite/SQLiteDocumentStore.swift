@@ -89,6 +89,10 @@ public final class SQLiteDocumentStore: DocumentStore {
         try database.write(short: true) { (tx) throws(ParseError) in try tx.insert(className, fields: fields, acl: acl, identity: identity) }
     }
 
+    public func insert(prepared: PreparedInsert, identity: Identity) throws(ParseError) -> StoredObject {
+        try database.write(short: true) { (tx) throws(ParseError) in try tx.insert(prepared: prepared, identity: identity) }
+    }
+
     public func update(_ className: String, objectId: String, changes: JSONObject, identity: Identity) throws(ParseError) -> StoredObject {
         try database.write(short: true) { (tx) throws(ParseError) in
             try tx.update(className, objectId: objectId, changes: changes, identity: identity)
