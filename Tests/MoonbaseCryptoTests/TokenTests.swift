@@ -42,6 +42,10 @@ struct TokenTests {
         ("", "", true), ("a", "a", true), ("master-key", "master-key", true),
         ("master-key", "master-kez", false), ("master-key", "master-ke", false),
         ("", "x", false), ("x", "", false), ("é", "e\u{301}", false),
+        // Past the 15 bytes a string holds inline: heap storage on both sides.
+        ("a-master-key-of-forty-bytes-or-so-123456", "a-master-key-of-forty-bytes-or-so-123456", true),
+        ("a-master-key-of-forty-bytes-or-so-123456", "a-master-key-of-forty-bytes-or-so-123457", false),
+        ("short", "a-master-key-of-forty-bytes-or-so-123456", false),
     ])
     func constantTimeEquals(_ a: String, _ b: String, _ expected: Bool) {
         #expect(ConstantTime.equals(a, b) == expected)
