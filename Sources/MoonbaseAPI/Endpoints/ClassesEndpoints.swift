@@ -12,8 +12,9 @@ enum ClassesEndpoints {
             ("POST", "/parse/classes/:className", Endpoint("classes.create", access: .app, attemptable: true) { req throws(ParseError) in
                 let className = req.param("className")
                 req.target = .class(className)
-                if let p = (req.http.note as? RoutedNote)?.prepared, p.className == className {
-                    return created(s, req, className: className, try s.objects.create(prepared: p, caller: s.caller(req)))
+                if let note = req.http.note as? RoutedNote, let p = note.prepared, p.className == className {
+                    let o = try s.objects.create(prepared: p, caller: s.caller(req))
+                    return created(s, req, className: className, o, location: o.objectId == p.objectId ? note.location : nil)
                 }
                 let body = try req.jsonBody()
                 if className == "_User" {
@@ -61,15 +62,22 @@ enum ClassesEndpoints {
         ]
     }
 
-    static func created(_ s: Services, _ req: APIRequest, className: String, _ o: StoredObject) -> HTTPResponse {
+    /// A create's answer. `location`: its `Location` header when already made (a batched create
+    /// makes it at dispatch, off the batch that holds the writer).
+    static func created(_ s: Services, _ req: APIRequest, className: String, _ o: StoredObject,
+                        location made: String? = nil) -> HTTPResponse {
         var w = JSONWriter(capacity: 96)
         w.raw("{\"objectId\":")
         w.string(o.objectId)
-        w.raw(",\"createdAt\":")
-        w.string(ISO8601.format(millis: o.createdAt))
-        w.byte(UInt8(ascii: "}"))
-        let location = s.baseURL(req) + "/parse/classes/\(className)/\(o.objectId)"
+        w.raw(",\"createdAt\":\"")
+        ISO8601.append(millis: o.createdAt, to: &w.bytes)
+        w.raw("\"}")
+        let location = made ?? createdLocation(s.baseURL(req), className: className, objectId: o.objectId)
         return .json(201, w.bytes, headers: [("Location", location)])
+    }
+
+    static func createdLocation(_ base: String, className: String, objectId: String) -> String {
+        base + "/parse/classes/\(className)/\(objectId)"
     }
 
     static func updatedBody(_ o: StoredObject) -> [UInt8] {

@@ -71,8 +71,11 @@ public final class API: HTTPHandler {
         // Whether it joins a write batch is asked up to three times (`batches`, `wantsAttempt`,
         // `attempt`): answered once here too.
         let batched = m.map(writesInBatch) ?? false
-        request.note = RoutedNote(m, localRead: localRead, batched: batched,
-                                  prepared: batched ? m.flatMap { preparedCreate($0, request) } : nil)
+        let prepared = batched ? m.flatMap { preparedCreate($0, request) } : nil
+        let location = prepared.map {
+            ClassesEndpoints.createdLocation(services.baseURL(request), className: $0.className, objectId: $0.objectId)
+        }
+        request.note = RoutedNote(m, localRead: localRead, batched: batched, prepared: prepared, location: location)
         return m?.value.inline ?? true
     }
 
@@ -487,13 +490,17 @@ final class RoutedNote: Sendable {
     let localRead: Bool
     /// A write that joins a batch (`writesInBatch`), decided at dispatch.
     let batched: Bool
-    /// A batched create's body, validated at dispatch (`preparedCreate`).
+    /// A batched create's body, validated at dispatch (`preparedCreate`), and its answer's
+    /// `Location` (its objectId is drawn there).
     let prepared: PreparedInsert?
-    init(_ match: RouteMatch<Endpoint>?, localRead: Bool = false, batched: Bool = false, prepared: PreparedInsert? = nil) {
+    let location: String?
+    init(_ match: RouteMatch<Endpoint>?, localRead: Bool = false, batched: Bool = false,
+         prepared: PreparedInsert? = nil, location: String? = nil) {
         self.match = match
         self.localRead = localRead
         self.batched = batched
         self.prepared = prepared
+        self.location = location
     }
 }
 

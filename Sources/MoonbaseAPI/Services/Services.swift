@@ -60,9 +60,11 @@ public final class Services: Sendable {
     }
 
     /// The base URL for `Location` headers and file URLs: `--public-url`, else the request's Host.
-    public func baseURL(_ req: APIRequest) -> String {
+    public func baseURL(_ req: APIRequest) -> String { baseURL(req.http) }
+
+    public func baseURL(_ http: HTTPRequest) -> String {
         if let u = config.publicURL { return u.hasSuffix("/") ? String(u.dropLast()) : u }
-        let host = req.http.header("host") ?? "\(config.host):\(config.port)"
+        let host = http.header("host") ?? "\(config.host):\(config.port)"
         return "http://\(host)"
     }
 }

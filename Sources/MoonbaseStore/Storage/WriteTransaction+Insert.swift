@@ -109,7 +109,7 @@ public struct PreparedInsert: Sendable {
     /// The body as given (for a path that must start from it, such as a trigger added since).
     public let fields: JSONObject
     let plan: InsertPlan
-    let objectId: String
+    public let objectId: String
     let dataBytes: [UInt8]
 
     /// - Throws: what `insert` throws for the body alone: 103 bad class name, 105 bad field
