@@ -85,14 +85,7 @@ public final class API: HTTPHandler {
     /// of it. nil for anything else, and for a body that fails to parse or validate: the create
     /// then runs from the body and answers that error in the same words.
     func preparedCreate(_ m: RouteMatch<Endpoint>, _ request: HTTPRequest) -> PreparedInsert? {
-        guard m.value.name == "classes.create" else { return nil }
-        let fields: JSONObject
-        if request.body.isEmpty {
-            fields = JSONObject()
-        } else {
-            guard case .object(let o)? = try? JSON.parse(request.body) else { return nil }
-            fields = o
-        }
+        guard m.value.name == "classes.create", let fields = try? APIRequest.jsonObject(request.body) else { return nil }
         return try? PreparedInsert(className: API.className(m), fields: fields)
     }
 

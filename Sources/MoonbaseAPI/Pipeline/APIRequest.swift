@@ -39,9 +39,12 @@ public final class APIRequest {
     }
 
     /// The JSON body, or 107 when it is not a JSON object (an empty body is `{}`).
-    public func jsonBody() throws(ParseError) -> JSONObject {
-        if http.body.isEmpty { return JSONObject() }
-        let v = try JSON.parse(http.body)
+    public func jsonBody() throws(ParseError) -> JSONObject { try Self.jsonObject(http.body) }
+
+    /// `body` read as `jsonBody` reads a request's (also at dispatch, before an `APIRequest`).
+    static func jsonObject(_ body: [UInt8]) throws(ParseError) -> JSONObject {
+        if body.isEmpty { return JSONObject() }
+        let v = try JSON.parse(body)
         guard case .object(let o) = v else { throw ParseError(.invalidJSON, "request body must be a JSON object") }
         return o
     }

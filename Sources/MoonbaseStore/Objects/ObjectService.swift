@@ -31,6 +31,17 @@ public final class ObjectService: Sendable {
     // MARK: writes
 
     public func create(_ className: String, _ body: JSONObject, caller: CallerContext) throws(ParseError) -> StoredObject {
+        try create(className, body, prepared: nil, caller: caller)
+    }
+
+    /// `create` of a body validated beforehand (`PreparedInsert`): the same path, the body's
+    /// prepared rows used when no `beforeSave` trigger rewrites it (one added since included).
+    public func create(prepared: PreparedInsert, caller: CallerContext) throws(ParseError) -> StoredObject {
+        try create(prepared.className, prepared.fields, prepared: prepared, caller: caller)
+    }
+
+    private func create(_ className: String, _ body: JSONObject, prepared: PreparedInsert?,
+                        caller: CallerContext) throws(ParseError) -> StoredObject {
         let identity = caller.identity
         let stored: StoredObject
         if InlineAttempt.active, let t = triggers, t.hasTrigger(.beforeSave, className) || t.hasTrigger(.afterSave, className) {
@@ -50,22 +61,13 @@ public final class ObjectService: Sendable {
                 fields.removeValue(forKey: "updatedAt")
                 return try store.insert(className, fields: fields, acl: aclOut, identity: identity)
             }
+        } else if let prepared {
+            stored = try store.insert(prepared: prepared, identity: identity)
         } else {
             stored = try store.insert(className, fields: body, acl: nil, identity: identity)
         }
         caller.meter?.dbWrites += 1
         try runAfterSave(className, stored, original: nil, caller)
-        return stored
-    }
-
-    /// `create` of a body validated beforehand (`PreparedInsert`). A class that has gained a
-    /// save trigger since starts from the body, as `create` does.
-    public func create(prepared: PreparedInsert, caller: CallerContext) throws(ParseError) -> StoredObject {
-        if let t = triggers, t.hasTrigger(.beforeSave, prepared.className) || t.hasTrigger(.afterSave, prepared.className) {
-            return try create(prepared.className, prepared.fields, caller: caller)
-        }
-        let stored = try store.insert(prepared: prepared, identity: caller.identity)
-        caller.meter?.dbWrites += 1
         return stored
     }
 

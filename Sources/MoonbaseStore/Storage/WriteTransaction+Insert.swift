@@ -46,7 +46,7 @@ extension WriteTransaction {
         let aclObject = try plan.resolvedACL(className: className, objectId: objectId, identity: identity)
         let (rperm, wperm) = ACLs.permColumns(aclObject)
         let aclBytes = aclObject.map { JSONValue.object($0).jsonBytes }
-        let dataBytes = plan.data.count == count ? written ?? JSONValue.object(plan.data).jsonBytes : JSONValue.object(plan.data).jsonBytes
+        let dataBytes = (plan.data.count == count ? written : nil) ?? JSONValue.object(plan.data).jsonBytes
         let now = ctx.clock.nowMillis()
         let sql = Self.insertTexts.value(InsertText(className: className, geoField: nil)) {
             "INSERT INTO \(Naming.table(className))(objectId, createdAt, updatedAt, ACL, rperm, wperm, data) VALUES(?,?,?,?,?,?,?)"
