@@ -12,9 +12,10 @@ enum ClassesEndpoints {
             ("POST", "/parse/classes/:className", Endpoint("classes.create", access: .app, attemptable: true) { req throws(ParseError) in
                 let className = req.param("className")
                 req.target = .class(className)
-                if let note = req.http.note as? RoutedNote, let p = note.prepared, p.className == className {
-                    let o = try s.objects.create(prepared: p, caller: s.caller(req))
-                    return created(s, req, className: className, o, location: o.objectId == p.objectId ? note.location : nil)
+                if let p = (req.http.note as? RoutedNote)?.prepared, p.insert.className == className {
+                    let o = try s.objects.create(prepared: p.insert, caller: s.caller(req))
+                    // A trigger added since dispatch created it from the body, with an objectId of its own.
+                    return created(s, req, className: className, o, location: o.objectId == p.insert.objectId ? p.location : nil)
                 }
                 let body = try req.jsonBody()
                 if className == "_User" {

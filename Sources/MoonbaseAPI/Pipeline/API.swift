@@ -72,10 +72,7 @@ public final class API: HTTPHandler {
         // `attempt`): answered once here too.
         let batched = m.map(writesInBatch) ?? false
         let prepared = batched ? m.flatMap { preparedCreate($0, request) } : nil
-        let location = prepared.map {
-            ClassesEndpoints.createdLocation(services.baseURL(request), className: $0.className, objectId: $0.objectId)
-        }
-        request.note = RoutedNote(m, localRead: localRead, batched: batched, prepared: prepared, location: location)
+        request.note = RoutedNote(m, localRead: localRead, batched: batched, prepared: prepared)
         return m?.value.inline ?? true
     }
 
@@ -84,9 +81,12 @@ public final class API: HTTPHandler {
     /// database (the body parsed, its fields checked, its objectId and text made) are taken out
     /// of it. nil for anything else, and for a body that fails to parse or validate: the create
     /// then runs from the body and answers that error in the same words.
-    func preparedCreate(_ m: RouteMatch<Endpoint>, _ request: HTTPRequest) -> PreparedInsert? {
-        guard m.value.name == "classes.create", let fields = try? APIRequest.jsonObject(request.body) else { return nil }
-        return try? PreparedInsert(className: API.className(m), fields: fields)
+    func preparedCreate(_ m: RouteMatch<Endpoint>, _ request: HTTPRequest) -> PreparedCreate? {
+        guard m.value.name == "classes.create", let fields = try? APIRequest.jsonObject(request.body),
+              let insert = try? PreparedInsert(className: API.className(m), fields: fields) else { return nil }
+        let location = ClassesEndpoints.createdLocation(services.baseURL(request), className: insert.className,
+                                                        objectId: insert.objectId)
+        return PreparedCreate(insert: insert, location: location)
     }
 
     public func handle(_ request: HTTPRequest) -> HTTPResponse {
@@ -483,18 +483,22 @@ final class RoutedNote: Sendable {
     let localRead: Bool
     /// A write that joins a batch (`writesInBatch`), decided at dispatch.
     let batched: Bool
-    /// A batched create's body, validated at dispatch (`preparedCreate`), and its answer's
-    /// `Location` (its objectId is drawn there).
-    let prepared: PreparedInsert?
-    let location: String?
+    /// A batched create prepared at dispatch (`preparedCreate`).
+    let prepared: PreparedCreate?
     init(_ match: RouteMatch<Endpoint>?, localRead: Bool = false, batched: Bool = false,
-         prepared: PreparedInsert? = nil, location: String? = nil) {
+         prepared: PreparedCreate? = nil) {
         self.match = match
         self.localRead = localRead
         self.batched = batched
         self.prepared = prepared
-        self.location = location
     }
+}
+
+/// A batched create's body, validated at dispatch, with its answer's `Location` (its objectId is
+/// drawn there): both made on the I/O thread, off the batch that holds the writer.
+struct PreparedCreate: Sendable {
+    let insert: PreparedInsert
+    let location: String
 }
 
 extension String {
